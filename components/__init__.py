@@ -1,0 +1,1 @@
+"""Pulumi components of gke-grpo: one ComponentResource per module, plus the typed config."""

@@ -1,0 +1,891 @@
+"""Typed stack configuration: the one owner of every default, derived value and rule.
+
+A stack's config (``Pulumi.<stack>.yaml``) is parsed and validated here as a whole before the
+program registers a single resource. Problems are collected, never raised one at a time: a user
+with three mistakes sees three lines, each naming the key as they would write it
+(``gke-grpo:gpu.reservation.name``), the value they gave and what is allowed.
+
+Shape errors (unknown keys, wrong types, values outside an enumeration) come from pydantic;
+rules that span several keys (CIDR overlap, provisioning model, node counts, names) are checked
+by ``_check_*`` functions that each append ``Problem``s. Derived values (machine type, NIC count,
+NCCL tuner file, GCP resource names) are computed here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Optional
+
+import pulumi
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+PROJECT = "gke-grpo"
+
+# --------------------------------------------------------------------------------------------
+# Facts about the GPU machines (shared/reference/pulumi-and-kuberay.md, "Machines, capacity and
+# Lustre", researched 2026-12-01 from the GKE cluster-autoscaler machine table and GCE GPU
+# network docs). Allocatable follows GKE's reservation formula; see MachineShape.allocatable_*.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    gpu_type: str
+    machine_type: str
+    gpu_display_name: str
+    gpus: int
+    rdma_nics: int
+    vcpus: int
+    memory_gib: float
+    local_ssd_gib: int
+    nccl_tuner_file: str
+    min_gke_version: str
+
+    @property
+    def allocatable_cpu(self) -> float:
+        """vCPUs left for pods after GKE's CPU reservation (6% of core 1, 1% of core 2,
+        0.5% of cores 3-4, 0.25% above)."""
+        reserved = 0.06 + 0.01 + 2 * 0.005 + (self.vcpus - 4) * 0.0025
+        return self.vcpus - reserved
+
+    @property
+    def allocatable_memory_gib(self) -> float:
+        """Memory left for pods after GKE's reservation (25% of the first 4 GiB, 20% of the
+        next 4, 10% of the next 8, 6% of the next 112, 2% above 128 GiB) and the 100 MiB
+        eviction threshold."""
+        m = self.memory_gib
+        reserved = 0.25 * min(m, 4) + 0.20 * min(max(m - 4, 0), 4) + 0.10 * min(max(m - 8, 0), 8)
+        reserved += 0.06 * min(max(m - 16, 0), 112) + 0.02 * max(m - 128, 0)
+        return m - reserved - 100 / 1024
+
+
+MACHINE_SHAPES: dict[str, MachineShape] = {
+    "nvidia-b200": MachineShape(
+        gpu_type="nvidia-b200", machine_type="a4-highgpu-8g", gpu_display_name="B200 180 GB",
+        gpus=8, rdma_nics=8, vcpus=224, memory_gib=3968 * 1e9 / 2**30, local_ssd_gib=12000,
+        nccl_tuner_file="/usr/local/gib/configs/tuner_config_a4.txtpb",
+        min_gke_version="1.32.2-gke.1422000",
+    ),
+    "nvidia-h200-141gb": MachineShape(
+        gpu_type="nvidia-h200-141gb", machine_type="a3-ultragpu-8g", gpu_display_name="H200 141 GB",
+        gpus=8, rdma_nics=8, vcpus=224, memory_gib=2952 * 1e9 / 2**30, local_ssd_gib=12000,
+        nccl_tuner_file="/usr/local/gib/configs/tuner_config_a3u.txtpb",
+        min_gke_version="1.31.4-gke.1183000",
+    ),
+}
+
+PROVISIONING_MODELS = ("reservation", "spot", "flex-start")
+# Flex-start node pools serve ordinary pending GPU pods from this version on.
+FLEX_START_MIN_GKE_VERSION = "1.32.2-gke.1652000"
+FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600
+
+# Managed Lustre tiers: throughput (MB/s per TiB) -> (minimum GiB, maximum GiB, step GiB).
+# Minimum and maximum: shared/reference/pulumi-and-kuberay.md (researched 2026-12-01).
+# The steps are filled in by the storage issue from the current performance-tiers page.
+LUSTRE_TIERS: dict[int, tuple[int, int]] = {
+    125: (72_000, 7_632_000),
+    250: (36_000, 3_816_000),
+    500: (18_000, 1_908_000),
+    1000: (9_000, 954_000),
+}
+
+# GCP resource names (networks, subnets, firewalls, addresses, Lustre instances): RFC 1035.
+_RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_PROJECT_ID = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+_ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
+_BUCKET = re.compile(r"^[a-z0-9][-a-z0-9_.]{1,61}[a-z0-9]$")
+_GKE_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?$")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+# --------------------------------------------------------------------------------------------
+# Problems
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the stack config: the key as a user writes it, the value given
+    (``None`` when absent) and what would be accepted."""
+
+    key: str
+    given: Any
+    allowed: str
+
+    def __str__(self) -> str:
+        given = "(not set)" if self.given is _ABSENT else json.dumps(self.given, default=str)
+        return f"{self.key}: given {given}; {self.allowed}"
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "(not set)"
+
+
+_ABSENT = _Absent()
+
+
+class ConfigError(pulumi.RunError):
+    """The stack config is invalid; ``problems`` lists every problem found.
+
+    A ``pulumi.RunError``: the Pulumi CLI prints its message alone, without a Python traceback.
+    """
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        lines = [f"  - {p}" for p in problems]
+        noun = "problem" if len(problems) == 1 else "problems"
+        super().__init__(f"the stack config has {len(problems)} {noun}:\n" + "\n".join(lines))
+
+
+# --------------------------------------------------------------------------------------------
+# Area models (the shape of each `gke-grpo:<area>` object). Field names are snake_case in
+# Python and camelCase in the stack file.
+# --------------------------------------------------------------------------------------------
+
+
+class _Area(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=False, extra="forbid", frozen=True,
+        strict=True,
+    )
+
+
+class MaintenanceWindow(_Area):
+    start_time: str = "2025-01-04T02:00:00Z"
+    end_time: str = "2025-01-04T10:00:00Z"
+    recurrence: str = "FREQ=WEEKLY;BYDAY=SA,SU"
+
+
+class MaintenanceExclusion(_Area):
+    name: str
+    start_time: str
+    end_time: str
+    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = (
+        "NO_MINOR_OR_NODE_UPGRADES"
+    )
+
+
+class HeadPool(_Area):
+    """Standard clusters: the non-Spot CPU node pool that hosts the Ray head."""
+
+    machine_type: str = "c2-standard-16"
+    min_nodes: int = Field(1, ge=1)
+    max_nodes: int = Field(3, ge=1)
+    disk_size_gb: int = Field(200, ge=50, le=65536)
+
+
+class ClusterConfig(_Area):
+    name: str
+    mode: Literal["autopilot", "standard"]
+    zone: str
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] = "REGULAR"
+    # A GKE version or version prefix ("1.33", "1.33.5-gke.1308000") passed as
+    # min_master_version; also decides the Kubernetes minor that manifests are validated for.
+    min_master_version: str = "1.33"
+    maintenance_window: MaintenanceWindow = MaintenanceWindow()
+    maintenance_exclusions: tuple[MaintenanceExclusion, ...] = ()
+    head_pool: Optional[HeadPool] = None
+
+
+class Reservation(_Area):
+    name: str
+    block: Optional[str] = None
+    # Shared reservations owned by another project.
+    project: Optional[str] = None
+
+
+class GpuConfig(_Area):
+    type: Literal["nvidia-b200", "nvidia-h200-141gb"]
+    # Checked by _check_gpu rather than typed as an enumeration, so "on-demand" gets a
+    # message that explains why these machines cannot have it.
+    provisioning_model: str
+    # Range checked in _check_gpu, so a bad count does not hide the other GPU rules.
+    nodes: int
+    machine_type: Optional[str] = None
+    min_nodes: Optional[int] = Field(None, ge=0)
+    max_nodes: Optional[int] = Field(None, ge=1)
+    reservation: Optional[Reservation] = None
+    max_run_duration_seconds: Optional[int] = Field(None, ge=600)
+    auto_repair: Optional[bool] = None
+    compact_placement: Optional[bool] = None
+    disk_size_gb: Optional[int] = Field(None, ge=100, le=65536)
+    driver_version: Literal["DEFAULT", "LATEST"] = "DEFAULT"
+
+
+class NetworkConfig(_Area):
+    cluster_subnet_cidr: str = "10.0.0.0/20"
+    pod_cidr: str = "10.4.0.0/14"
+    service_cidr: str = "10.8.0.0/20"
+    gvnic_subnet_cidr: str = "192.168.0.0/24"
+    rdma_subnet_cidrs: tuple[str, ...] = tuple(f"192.168.{n + 1}.0/24" for n in range(8))
+    # Cluster Toolkit's value for A3 Ultra / A4 RoCE networks: jumbo frames for RDMA.
+    rdma_mtu: int = Field(8896, ge=1300, le=8896)
+    gvnic_mtu: int = Field(8896, ge=1300, le=8896)
+
+
+class GcsStorage(_Area):
+    bucket_name: Optional[str] = None
+    hierarchical_namespace: bool = True
+    soft_delete_retention_days: int = Field(7, ge=0, le=90)
+    skip_bucket_access_check: bool = False
+    file_cache_size_gib: int = Field(500, ge=0)
+    metadata_cache_ttl_seconds: int = Field(600, ge=-1)
+
+
+class LustreStorage(_Area):
+    instance_id: Optional[str] = None
+    filesystem: str = "lustrefs"
+    capacity_gib: int = 18_000
+    throughput_tier: int = 500
+    peering_prefix_length: int = 20
+    legacy_port: bool = False
+
+
+class StorageConfig(_Area):
+    kind: Literal["gcs", "lustre"]
+    gcs: Optional[GcsStorage] = None
+    lustre: Optional[LustreStorage] = None
+
+
+class HeadResources(_Area):
+    cpu: int = Field(12, ge=2)
+    memory_gib: int = Field(48, ge=4)
+
+
+class WorkerResources(_Area):
+    # Omitted: computed from the machine's allocatable (components/config.py MachineShape).
+    cpu: Optional[int] = Field(None, ge=1)
+    memory_gib: Optional[int] = Field(None, ge=1)
+    shm_gib: int = Field(250, ge=1)
+
+
+class KubeRayConfig(_Area):
+    operator: Literal["addon", "helm"]
+    helm_chart_version: Optional[str] = None
+    namespace: str = "grpo"
+    ray_cluster_name: str = "grpo"
+    image: Optional[str] = None
+    head: HeadResources = HeadResources()
+    worker: WorkerResources = WorkerResources()
+
+
+class JobConfig(_Area):
+    enabled: bool = True
+    framework: Literal["verl", "nemo-rl"]
+    attempt: int = Field(1, ge=1)
+    experiment_name: str
+    model: str = "Qwen/Qwen2.5-32B-Instruct"
+    dataset: Literal["gsm8k"] = "gsm8k"
+    generations_per_prompt: int = 8
+    prompts_per_step: int = 256
+    mini_batch_size: int = 256
+    micro_batch_size_per_gpu: int = 8
+    log_prob_micro_batch_size_per_gpu: int = 8
+    learning_rate: float = 1e-6
+    kl_loss_coef: float = 0.001
+    kl_loss_type: str = "low_var_kl"
+    total_steps: Optional[int] = None
+    total_epochs: Optional[int] = None
+    max_prompt_length: int = 512
+    max_response_length: int = 1024
+    rollout_engine: str = "vllm"
+    rollout_tensor_parallel_size: int = 8
+    rollout_gpu_memory_utilization: float = 0.6
+    colocated_generation: bool = True
+    generation_nodes: int = 0
+    checkpoint_every_steps: int = 10
+    checkpoints_to_keep: int = 2
+    validate_every_steps: int = 10
+    active_deadline_seconds: int = Field(7 * 24 * 3600, ge=600)
+    extra_overrides: tuple[str, ...] = ()
+
+
+AREAS: dict[str, type[_Area]] = {
+    "cluster": ClusterConfig,
+    "gpu": GpuConfig,
+    "network": NetworkConfig,
+    "storage": StorageConfig,
+    "kuberay": KubeRayConfig,
+    "job": JobConfig,
+}
+REQUIRED_AREAS = ("cluster", "gpu", "storage", "kuberay", "job")
+SECRET_KEYS = {"hfToken": True, "wandbApiKey": False}  # key -> required
+SCALAR_KEYS = {"environment"}
+# Keys of other namespaces this program reads; `gcp:*` provider settings beyond these are
+# the provider's business and pass through untouched.
+GCP_REQUIRED = ("project", "region")
+
+
+# --------------------------------------------------------------------------------------------
+# The validated whole
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Everything the program needs, validated. Secrets are not held here: only whether they
+    are set (their values stay Pulumi secrets, read with ``require_secret``)."""
+
+    stack: str
+    project: str
+    region: str
+    environment: Literal["dev", "prod"]
+    cluster: ClusterConfig
+    gpu: GpuConfig
+    network: NetworkConfig
+    storage: StorageConfig
+    kuberay: KubeRayConfig
+    job: JobConfig
+    has_wandb_key: bool
+
+    # ---- derived values: one place each ---------------------------------------------------
+    @property
+    def is_prod(self) -> bool:
+        return self.environment == "prod"
+
+    @property
+    def zone(self) -> str:
+        return self.cluster.zone
+
+    @property
+    def shape(self) -> MachineShape:
+        return MACHINE_SHAPES[self.gpu.type]
+
+    @property
+    def machine_type(self) -> str:
+        return self.shape.machine_type
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.shape.gpus
+
+    @property
+    def autopilot(self) -> bool:
+        return self.cluster.mode == "autopilot"
+
+    @property
+    def gpu_min_nodes(self) -> int:
+        return 0 if self.gpu.min_nodes is None else self.gpu.min_nodes
+
+    @property
+    def gpu_max_nodes(self) -> int:
+        return self.gpu.nodes if self.gpu.max_nodes is None else self.gpu.max_nodes
+
+    @property
+    def gpu_auto_repair(self) -> bool:
+        if self.gpu.auto_repair is not None:
+            return self.gpu.auto_repair
+        return self.gpu.provisioning_model != "flex-start"
+
+    @property
+    def head_pool(self) -> Optional[HeadPool]:
+        if self.autopilot:
+            return None
+        return self.cluster.head_pool or HeadPool()
+
+    @property
+    def kubernetes_minor(self) -> str:
+        major, minor = _GKE_VERSION.match(self.cluster.min_master_version).groups()[:2]
+        return f"{major}.{minor}"
+
+    @property
+    def names(self) -> "ResourceNames":
+        return ResourceNames(self.cluster.name, self.shape.rdma_nics)
+
+    @property
+    def rdma_network_profile(self) -> str:
+        return (
+            f"projects/{self.project}/global/networkProfiles/{self.zone}-vpc-roce"
+        )
+
+
+@dataclass(frozen=True)
+class ResourceNames:
+    """GCP names the program sets, all derived from the cluster name."""
+
+    cluster: str
+    rdma_nics: int
+
+    @property
+    def cluster_network(self) -> str:
+        return f"{self.cluster}-net"
+
+    @property
+    def cluster_subnet(self) -> str:
+        return f"{self.cluster}-sub"
+
+    @property
+    def gvnic_network(self) -> str:
+        return f"{self.cluster}-gvnic-net"
+
+    @property
+    def gvnic_subnet(self) -> str:
+        return f"{self.cluster}-gvnic-sub"
+
+    @property
+    def gvnic_firewall(self) -> str:
+        return f"{self.cluster}-gvnic-internal"
+
+    @property
+    def rdma_network(self) -> str:
+        return f"{self.cluster}-rdma-net"
+
+    def rdma_subnet(self, index: int) -> str:
+        return f"{self.cluster}-rdma-sub-{index}"
+
+    @property
+    def pod_range(self) -> str:
+        return f"{self.cluster}-pods"
+
+    @property
+    def service_range(self) -> str:
+        return f"{self.cluster}-services"
+
+    def all_rfc1035(self) -> list[str]:
+        names = [
+            self.cluster_network, self.cluster_subnet, self.gvnic_network, self.gvnic_subnet,
+            self.gvnic_firewall, self.rdma_network, self.pod_range, self.service_range,
+        ]
+        return names + [self.rdma_subnet(i) for i in range(self.rdma_nics)]
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def _user_key(area: str, loc: tuple) -> str:
+    path = ".".join(str(part) for part in loc)
+    return f"{PROJECT}:{area}" + (f".{path}" if path else "")
+
+
+def _lookup(raw: Any, loc: tuple) -> Any:
+    value = raw
+    for part in loc:
+        try:
+            value = value[part]
+        except (KeyError, IndexError, TypeError):
+            return _ABSENT
+    return value
+
+
+def _allowed_from_pydantic(error: dict) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key (a typo?); see the config reference in README.md"
+    if kind == "missing":
+        return "required"
+    return error["msg"][0].lower() + error["msg"][1:]
+
+
+def _parse_area(area: str, raw_value: Any, problems: list[Problem]) -> Optional[_Area]:
+    """Parse one area. On shape errors the offending top-level fields are reported, dropped and
+    the rest parsed again, so that rules spanning several keys still run on what is valid and a
+    user sees every problem at once. Returns None when nothing usable is left."""
+    model = AREAS[area]
+    if isinstance(raw_value, str):
+        try:
+            raw_value = json.loads(raw_value)
+        except json.JSONDecodeError:
+            problems.append(Problem(f"{PROJECT}:{area}", raw_value, "must be an object"))
+            return None
+    if not isinstance(raw_value, dict):
+        problems.append(Problem(f"{PROJECT}:{area}", raw_value, "must be an object"))
+        return None
+    # Stack files are YAML: lists arrive as lists; strict mode would refuse them for tuples.
+    remaining = _lists_to_tuples(raw_value)
+    reported: set[tuple] = set()
+    while True:
+        try:
+            return model.model_validate(remaining)
+        except ValidationError as err:
+            dropped = False
+            for e in err.errors():
+                loc = tuple(e["loc"])
+                if loc not in reported:
+                    reported.add(loc)
+                    problems.append(Problem(_user_key(area, loc), _lookup(raw_value, loc),
+                                            _allowed_from_pydantic(e)))
+                if loc and loc[0] in remaining:
+                    remaining = {k: v for k, v in remaining.items() if k != loc[0]}
+                    dropped = True
+            if not dropped:
+                return None
+
+
+def _lists_to_tuples(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_lists_to_tuples(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _lists_to_tuples(v) for k, v in value.items()}
+    return value
+
+
+def load_stack_config(
+    raw: Mapping[str, Any], secret_keys: set[str] | frozenset[str] = frozenset(), stack: str = "dev"
+) -> StackConfig:
+    """Validate a stack's whole config. ``raw`` maps full keys (``gke-grpo:gpu``,
+    ``gcp:project``) to values as the Pulumi engine hands them over (objects as JSON strings
+    or already parsed). Raises ``ConfigError`` listing every problem."""
+    problems: list[Problem] = []
+
+    for key in sorted(raw):
+        namespace, _, name = key.partition(":")
+        if namespace != PROJECT:
+            continue
+        if name not in AREAS and name not in SECRET_KEYS and name not in SCALAR_KEYS:
+            known = sorted([*AREAS, *SECRET_KEYS, *SCALAR_KEYS])
+            problems.append(Problem(key, raw[key], "unknown key (a typo?); known keys: "
+                                    + ", ".join(f"{PROJECT}:{k}" for k in known)))
+    if "gcp:zone" in raw:
+        problems.append(Problem("gcp:zone", raw["gcp:zone"],
+                                f"not used: set the zone as {PROJECT}:cluster.zone"))
+
+    project = raw.get("gcp:project", _ABSENT)
+    region = raw.get("gcp:region", _ABSENT)
+    if not isinstance(project, str) or not _PROJECT_ID.match(project):
+        problems.append(Problem("gcp:project", project, "a GCP project id: 6-30 characters, "
+                                "lowercase letters, digits and hyphens, starting with a letter"))
+    if not isinstance(region, str) or not _REGION.match(region):
+        problems.append(Problem("gcp:region", region, "a GCP region such as us-central1"))
+
+    environment = raw.get(f"{PROJECT}:environment", _ABSENT)
+    if environment not in ("dev", "prod"):
+        problems.append(Problem(f"{PROJECT}:environment", environment,
+                                'one of "dev", "prod" (prod protects data stores and the cluster)'))
+
+    for name, required in SECRET_KEYS.items():
+        key = f"{PROJECT}:{name}"
+        if key not in raw:
+            if required:
+                problems.append(Problem(key, _ABSENT, f"required: pulumi config set --secret {key} <value>"))
+        elif key not in secret_keys:
+            # Never echo the value: it is a credential stored in plain text.
+            problems.append(Problem(key, "(plain text, hidden)",
+                                    f"must be a secret: pulumi config set --secret {key} <value>"))
+
+    parsed: dict[str, Optional[_Area]] = {}
+    for area in AREAS:
+        key = f"{PROJECT}:{area}"
+        if key in raw:
+            parsed[area] = _parse_area(area, raw[key], problems)
+        elif area in REQUIRED_AREAS:
+            problems.append(Problem(key, _ABSENT, "required; see the config reference in README.md"))
+            parsed[area] = None
+        else:
+            parsed[area] = AREAS[area]()
+
+    shape_keys = [p.key for p in problems]
+    rule_problems: list[Problem] = []
+    _Rules(rule_problems, parsed, region if isinstance(region, str) else None).run()
+    # A field that failed its shape check was dropped and defaulted: a rule about it would
+    # report a value the user never gave.
+    problems += [p for p in rule_problems if not any(
+        p.key == k or p.key.startswith(k + ".") or k.startswith(p.key + ".") for k in shape_keys)]
+
+    if problems:
+        raise ConfigError(problems)
+    return StackConfig(
+        stack=stack, project=project, region=region, environment=environment,
+        has_wandb_key=f"{PROJECT}:wandbApiKey" in raw, **parsed,
+    )
+
+
+def _version_tuple(version: str) -> Optional[tuple[int, int, int, int]]:
+    match = _GKE_VERSION.match(version)
+    if not match:
+        return None
+    return tuple(int(part) if part is not None else 0 for part in match.groups())
+
+
+def version_at_least(version: str, minimum: str) -> bool:
+    """True when every GKE version matching ``version`` (possibly a prefix such as "1.33")
+    is at least ``minimum``."""
+    return _version_tuple(version) >= _version_tuple(minimum)
+
+
+class _Rules:
+    """Rules spanning several keys. Each check reads only areas that parsed."""
+
+    def __init__(self, problems: list[Problem], parsed: dict[str, Optional[_Area]],
+                 region: Optional[str]):
+        self.problems = problems
+        self.cluster: Optional[ClusterConfig] = parsed["cluster"]
+        self.gpu: Optional[GpuConfig] = parsed["gpu"]
+        self.network: Optional[NetworkConfig] = parsed["network"]
+        self.storage: Optional[StorageConfig] = parsed["storage"]
+        self.kuberay: Optional[KubeRayConfig] = parsed["kuberay"]
+        self.job: Optional[JobConfig] = parsed["job"]
+        self.region = region
+
+    def add(self, key: str, given: Any, allowed: str) -> None:
+        self.problems.append(Problem(f"{PROJECT}:{key}", given, allowed))
+
+    def run(self) -> None:
+        if self.cluster:
+            self._check_cluster()
+        if self.gpu:
+            self._check_gpu()
+        if self.network:
+            self._check_network()
+        if self.storage:
+            self._check_storage()
+        if self.kuberay:
+            self._check_kuberay()
+        if self.job:
+            self._check_job()
+
+    # ---- cluster --------------------------------------------------------------------------
+    def _check_cluster(self) -> None:
+        c = self.cluster
+        if len(c.name) > 40 or not _RFC1035.match(c.name):
+            self.add("cluster.name", c.name, "1-40 characters: lowercase letters, digits and "
+                     "hyphens, starting with a letter and not ending with a hyphen")
+        else:
+            for derived in ResourceNames(c.name, 8).all_rfc1035():
+                if len(derived) > 63:
+                    self.add("cluster.name", c.name, f"too long: the derived name {derived!r} "
+                             "exceeds GCP's 63 characters")
+                    break
+        zone_match = _ZONE.match(c.zone)
+        if not zone_match:
+            self.add("cluster.zone", c.zone, "a GCP zone such as us-central1-b")
+        elif self.region and zone_match.group(1) != self.region:
+            self.add("cluster.zone", c.zone, f"a zone of the region gcp:region={self.region} "
+                     f"(for example {self.region}-b)")
+        if not _GKE_VERSION.match(c.min_master_version):
+            self.add("cluster.minMasterVersion", c.min_master_version,
+                     'a GKE version or prefix such as "1.33" or "1.33.5-gke.1308000"')
+        else:
+            major, minor = _version_tuple(c.min_master_version)[:2]
+            if (major, minor) < (1, 31):
+                self.add("cluster.minMasterVersion", c.min_master_version,
+                         "1.31 or later: A3 Ultra and A4 GPU nodes need it")
+        window = c.maintenance_window
+        for field, value in (("startTime", window.start_time), ("endTime", window.end_time)):
+            if not _RFC3339.match(value):
+                self.add(f"cluster.maintenanceWindow.{field}", value,
+                         "an RFC 3339 UTC time such as 2025-01-04T02:00:00Z")
+        if not window.recurrence.startswith("FREQ="):
+            self.add("cluster.maintenanceWindow.recurrence", window.recurrence,
+                     "an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU")
+        for i, exclusion in enumerate(c.maintenance_exclusions):
+            if not _RFC1035.match(exclusion.name) or len(exclusion.name) > 63:
+                self.add(f"cluster.maintenanceExclusions[{i}].name", exclusion.name,
+                         "lowercase letters, digits and hyphens, at most 63 characters")
+            for field, value in (("startTime", exclusion.start_time), ("endTime", exclusion.end_time)):
+                if not _RFC3339.match(value):
+                    self.add(f"cluster.maintenanceExclusions[{i}].{field}", value,
+                             "an RFC 3339 UTC time such as 2026-12-01T00:00:00Z")
+        if c.mode == "autopilot" and c.head_pool is not None:
+            self.add("cluster.headPool", c.head_pool.model_dump(by_alias=True, exclude_unset=True),
+                     "not allowed on Autopilot: Autopilot has no node pools; the Ray head is "
+                     "placed on non-Spot capacity by its pod selectors")
+        if c.head_pool is not None and c.head_pool.min_nodes > c.head_pool.max_nodes:
+            self.add("cluster.headPool.minNodes", c.head_pool.min_nodes,
+                     f"at most headPool.maxNodes ({c.head_pool.max_nodes})")
+
+    # ---- gpu --------------------------------------------------------------------------------
+    def _check_gpu(self) -> None:
+        g = self.gpu
+        shape = MACHINE_SHAPES[g.type]
+        autopilot = self.cluster is not None and self.cluster.mode == "autopilot"
+        model = g.provisioning_model
+        if model not in PROVISIONING_MODELS:
+            hint = ""
+            if model in ("on-demand", "ondemand", "standard", "on_demand"):
+                hint = (f"{shape.machine_type} has no plain on-demand capacity; ")
+            self.add("gpu.provisioningModel", model, hint + "one of reservation, spot, "
+                     "flex-start (a reservation you own, Spot VMs, or flex-start for up to 7 days)")
+        if g.machine_type is not None:
+            if autopilot:
+                self.add("gpu.machineType", g.machine_type, "not allowed on Autopilot (a node "
+                         "pool setting): Autopilot picks the machine from gpu.type")
+            elif g.machine_type != shape.machine_type:
+                self.add("gpu.machineType", g.machine_type,
+                         f"{g.type} runs on {shape.machine_type} only (omit the key: it is "
+                         "derived from gpu.type)")
+        if model == "reservation":
+            if g.reservation is None:
+                self.add("gpu.reservation", None, 'required when provisioningModel is '
+                         '"reservation": {"name": "<reservation name>"}')
+        elif g.reservation is not None:
+            self.add("gpu.reservation", g.reservation.model_dump(by_alias=True, exclude_none=True),
+                     'only with provisioningModel "reservation"')
+        if g.reservation is not None:
+            r = g.reservation
+            if len(r.name) > 63 or not _RFC1035.match(r.name):
+                self.add("gpu.reservation.name", r.name, "a reservation name: lowercase letters, "
+                         "digits and hyphens, at most 63 characters")
+            if r.block is not None and (len(r.block) > 63 or not _RFC1035.match(r.block)):
+                self.add("gpu.reservation.block", r.block, "a reservation block name: lowercase "
+                         "letters, digits and hyphens, at most 63 characters")
+            if r.project is not None and not _PROJECT_ID.match(r.project):
+                self.add("gpu.reservation.project", r.project, "a GCP project id")
+        if g.max_run_duration_seconds is not None:
+            if model != "flex-start":
+                self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds,
+                         'only with provisioningModel "flex-start"')
+            elif g.max_run_duration_seconds > FLEX_START_MAX_RUN_SECONDS:
+                self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds,
+                         f"at most {FLEX_START_MAX_RUN_SECONDS} (7 days, flex-start's limit)")
+        if model == "flex-start" and g.auto_repair:
+            self.add("gpu.autoRepair", g.auto_repair, "false (or omitted) with flex-start: GKE "
+                     "does not auto-repair flex-start nodes")
+        if model == "flex-start" and self.cluster is not None and not version_at_least(
+                self.cluster.min_master_version, FLEX_START_MIN_GKE_VERSION) and _GKE_VERSION.match(
+                self.cluster.min_master_version):
+            self.add("cluster.minMasterVersion", self.cluster.min_master_version,
+                     f"at least {FLEX_START_MIN_GKE_VERSION} for flex-start GPU node pools")
+        if self.cluster is not None and _GKE_VERSION.match(self.cluster.min_master_version) and \
+                not version_at_least(self.cluster.min_master_version, shape.min_gke_version):
+            self.add("cluster.minMasterVersion", self.cluster.min_master_version,
+                     f"at least {shape.min_gke_version} for {g.type}")
+        if autopilot:
+            pool_only = {
+                "minNodes": (g.min_nodes, "autoscaling bounds"),
+                "maxNodes": (g.max_nodes, "autoscaling bounds"),
+                "autoRepair": (g.auto_repair, "auto-repair"),
+                "compactPlacement": (g.compact_placement, "compact placement"),
+                "diskSizeGb": (g.disk_size_gb, "the node boot disk"),
+            }
+            for key, (value, what) in pool_only.items():
+                if value is not None:
+                    self.add(f"gpu.{key}", value, f"not allowed on Autopilot: {what} is a node "
+                             "pool setting and Autopilot manages nodes itself (remove the key)")
+        if g.nodes < 1:
+            self.add("gpu.nodes", g.nodes, "at least 1: the number of GPU nodes the run uses")
+        if not autopilot:
+            min_nodes = 0 if g.min_nodes is None else g.min_nodes
+            max_nodes = g.nodes if g.max_nodes is None else g.max_nodes
+            if min_nodes > g.nodes:
+                self.add("gpu.minNodes", min_nodes, f"at most gpu.nodes ({g.nodes})")
+            if max_nodes < g.nodes:
+                self.add("gpu.maxNodes", max_nodes, f"at least gpu.nodes ({g.nodes}): the run "
+                         "needs that many nodes at once")
+            if g.compact_placement and model == "flex-start":
+                self.add("gpu.compactPlacement", True, "false with flex-start (GKE does not "
+                         "combine compact placement with flex-start provisioning)")
+
+    # ---- network ----------------------------------------------------------------------------
+    def _check_network(self) -> None:
+        n = self.network
+        # Both shapes have 8 RDMA NICs; the GPU type decides when it parsed.
+        shape = MACHINE_SHAPES[self.gpu.type if self.gpu else "nvidia-b200"]
+        nics = shape.rdma_nics
+        ranges: list[tuple[str, ipaddress.IPv4Network]] = []
+        for key, value in (("network.clusterSubnetCidr", n.cluster_subnet_cidr),
+                           ("network.podCidr", n.pod_cidr),
+                           ("network.serviceCidr", n.service_cidr),
+                           ("network.gvnicSubnetCidr", n.gvnic_subnet_cidr)):
+            parsed = self._cidr(key, value)
+            if parsed:
+                ranges.append((key, parsed))
+        if len(n.rdma_subnet_cidrs) != nics:
+            self.add("network.rdmaSubnetCidrs", list(n.rdma_subnet_cidrs),
+                     f"exactly {nics} CIDRs: one subnet per RDMA NIC of {shape.machine_type}")
+        for i, value in enumerate(n.rdma_subnet_cidrs):
+            parsed = self._cidr(f"network.rdmaSubnetCidrs[{i}]", value)
+            if parsed:
+                ranges.append((f"network.rdmaSubnetCidrs[{i}]", parsed))
+        for i, (key_a, net_a) in enumerate(ranges):
+            for key_b, net_b in ranges[i + 1:]:
+                if net_a.overlaps(net_b):
+                    self.add(key_b, str(net_b), f"a range disjoint from {PROJECT}:{key_a} "
+                             f"({net_a})")
+
+    def _cidr(self, key: str, value: str) -> Optional[ipaddress.IPv4Network]:
+        try:
+            net = ipaddress.IPv4Network(value, strict=True)
+        except ValueError as err:
+            self.add(key, value, f"an IPv4 CIDR such as 10.0.0.0/20 ({err})")
+            return None
+        if not net.is_private:
+            self.add(key, value, "a private (RFC 1918) range")
+            return None
+        if net.prefixlen > 29:
+            self.add(key, value, "a prefix of /29 or larger: GCP subnets need at least 8 addresses")
+            return None
+        return net
+
+    # ---- storage ----------------------------------------------------------------------------
+    def _check_storage(self) -> None:
+        s = self.storage
+        other = "lustre" if s.kind == "gcs" else "gcs"
+        if getattr(s, other) is not None:
+            self.add(f"storage.{other}", getattr(s, other).model_dump(by_alias=True, exclude_none=True),
+                     f'only with storage.kind "{other}" (kind is "{s.kind}")')
+        if s.kind == "gcs" and s.gcs is not None and s.gcs.bucket_name is not None:
+            name = s.gcs.bucket_name
+            if not _BUCKET.match(name) or name.startswith("goog") or "google" in name or ".." in name:
+                self.add("storage.gcs.bucketName", name, "3-63 characters: lowercase letters, "
+                         "digits, hyphens, underscores and dots, starting and ending with a letter "
+                         'or digit, not starting with "goog" nor containing "google"')
+        if s.kind == "lustre":
+            lustre = s.lustre or LustreStorage()
+            if lustre.throughput_tier not in LUSTRE_TIERS:
+                self.add("storage.lustre.throughputTier", lustre.throughput_tier,
+                         "one of " + ", ".join(str(t) for t in LUSTRE_TIERS) + " (MB/s per TiB)")
+            else:
+                low, high = LUSTRE_TIERS[lustre.throughput_tier]
+                if not low <= lustre.capacity_gib <= high:
+                    self.add("storage.lustre.capacityGib", lustre.capacity_gib,
+                             f"between {low} and {high} GiB for throughput tier "
+                             f"{lustre.throughput_tier}")
+            if not 8 <= lustre.peering_prefix_length <= 24:
+                self.add("storage.lustre.peeringPrefixLength", lustre.peering_prefix_length,
+                         "between 8 and 24 (Google's private service access needs at least a /24)")
+
+    # ---- kuberay ----------------------------------------------------------------------------
+    def _check_kuberay(self) -> None:
+        k = self.kuberay
+        if not _DNS1123_LABEL.match(k.namespace) or len(k.namespace) > 63:
+            self.add("kuberay.namespace", k.namespace, "a Kubernetes namespace name: lowercase "
+                     "letters, digits and hyphens, at most 63 characters")
+        if not _RFC1035.match(k.ray_cluster_name) or len(k.ray_cluster_name) > 40:
+            self.add("kuberay.rayClusterName", k.ray_cluster_name, "lowercase letters, digits and "
+                     "hyphens, starting with a letter, at most 40 characters (KubeRay derives "
+                     "service names from it)")
+        if k.operator == "addon" and k.helm_chart_version is not None:
+            self.add("kuberay.helmChartVersion", k.helm_chart_version,
+                     'only with kuberay.operator "helm": the GKE Ray addon and the Helm operator '
+                     "must never both run")
+        if k.helm_chart_version is not None and not re.match(r"^\d+\.\d+\.\d+$", k.helm_chart_version):
+            self.add("kuberay.helmChartVersion", k.helm_chart_version,
+                     'an exact chart version such as "1.7.0"')
+
+    # ---- job ----------------------------------------------------------------------------------
+    def _check_job(self) -> None:
+        j = self.job
+        if not re.match(r"^[a-z0-9][-a-z0-9_.]{0,62}$", j.experiment_name):
+            self.add("job.experimentName", j.experiment_name, "1-63 characters: lowercase "
+                     "letters, digits, '-', '_' and '.' (it names checkpoint directories)")
+        if (j.total_steps is None) == (j.total_epochs is None):
+            self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "
+                     "job.totalEpochs")
+
+
+def read_pulumi_config() -> tuple[dict[str, Any], set[str]]:
+    """The whole config map of the running program and the keys that hold secrets.
+
+    ``pulumi.Config`` only answers for keys one asks about; unknown-key detection needs the
+    whole map, which the language host hands over either through ``set_all_config`` or the
+    PULUMI_CONFIG environment variable (older CLIs).
+    """
+    from pulumi.runtime import config as runtime_config
+
+    raw: dict[str, Any] = dict(runtime_config.get_config_env())
+    raw.update(runtime_config.CONFIG.get())
+    secret_keys = set(runtime_config.get_config_secret_keys_env())
+    secret_keys.update(key for key in raw if runtime_config.is_config_secret(key))
+    # Pulumi hands project keys over as "<project>:<key>"; old CLIs used "<project>:config:<key>".
+    normalised = {key.replace(":config:", ":", 1): value for key, value in raw.items()}
+    secret_keys = {key.replace(":config:", ":", 1) for key in secret_keys}
+    return normalised, secret_keys

@@ -1,0 +1,128 @@
+"""GpuNetworks: the cluster VPC, the gVNIC VPC and the RDMA (RoCE) VPC with one subnet per NIC.
+
+A3 Ultra and A4 nodes have two gVNIC NICs and eight ConnectX-7 RDMA NICs. The first gVNIC sits
+on the cluster VPC, the second on the gVNIC VPC; each RDMA NIC needs a subnet of its own in a
+VPC created with the zone's RoCE network profile.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.config import StackConfig
+
+
+class GpuNetworks(pulumi.ComponentResource):
+    cluster_network: gcp.compute.Network
+    cluster_subnet: gcp.compute.Subnetwork
+    gvnic_network: gcp.compute.Network
+    gvnic_subnet: gcp.compute.Subnetwork
+    gvnic_firewall: gcp.compute.Firewall
+    rdma_network: gcp.compute.Network
+    rdma_subnets: list[gcp.compute.Subnetwork]
+    pod_range_name: str
+    service_range_name: str
+
+    def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gke-grpo:components:GpuNetworks", name, None, opts)
+        names = config.names
+        network = config.network
+        child = pulumi.ResourceOptions(parent=self)
+
+        # The cluster gets a VPC of its own: the tutorials' `default` network is shared with
+        # whatever else lives in the project, and its auto subnets overlap nothing we control.
+        self.cluster_network = gcp.compute.Network(
+            f"{name}-cluster",
+            name=names.cluster_network,
+            project=config.project,
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            opts=child,
+        )
+        self.pod_range_name = names.pod_range
+        self.service_range_name = names.service_range
+        self.cluster_subnet = gcp.compute.Subnetwork(
+            f"{name}-cluster",
+            name=names.cluster_subnet,
+            project=config.project,
+            region=config.region,
+            network=self.cluster_network.id,
+            ip_cidr_range=network.cluster_subnet_cidr,
+            private_ip_google_access=True,
+            secondary_ip_ranges=[
+                gcp.compute.SubnetworkSecondaryIpRangeArgs(
+                    range_name=names.pod_range, ip_cidr_range=network.pod_cidr),
+                gcp.compute.SubnetworkSecondaryIpRangeArgs(
+                    range_name=names.service_range, ip_cidr_range=network.service_cidr),
+            ],
+            opts=child,
+        )
+
+        self.gvnic_network = gcp.compute.Network(
+            f"{name}-gvnic",
+            name=names.gvnic_network,
+            project=config.project,
+            auto_create_subnetworks=False,
+            mtu=network.gvnic_mtu,
+            opts=child,
+        )
+        self.gvnic_subnet = gcp.compute.Subnetwork(
+            f"{name}-gvnic",
+            name=names.gvnic_subnet,
+            project=config.project,
+            region=config.region,
+            network=self.gvnic_network.id,
+            ip_cidr_range=network.gvnic_subnet_cidr,
+            opts=child,
+        )
+        # NCCL's bootstrap and Gloo use the gVNIC NICs; traffic stays inside the GPU ranges.
+        self.gvnic_firewall = gcp.compute.Firewall(
+            f"{name}-gvnic-internal",
+            name=names.gvnic_firewall,
+            project=config.project,
+            network=self.gvnic_network.id,
+            direction="INGRESS",
+            source_ranges=[network.gvnic_subnet_cidr],
+            allows=[
+                gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["0-65535"]),
+                gcp.compute.FirewallAllowArgs(protocol="udp", ports=["0-65535"]),
+                gcp.compute.FirewallAllowArgs(protocol="icmp"),
+            ],
+            opts=child,
+        )
+
+        # The network profile can only be set when the VPC is created: changing it replaces the
+        # network (and so every RDMA subnet), which Pulumi shows as a replacement in preview.
+        self.rdma_network = gcp.compute.Network(
+            f"{name}-rdma",
+            name=names.rdma_network,
+            project=config.project,
+            auto_create_subnetworks=False,
+            mtu=network.rdma_mtu,
+            network_profile=config.rdma_network_profile,
+            opts=child,
+        )
+        # Each subnet depends on the network only, so the engine creates all of them at once
+        # (the tutorial's `&` ... `wait`).
+        self.rdma_subnets = [
+            gcp.compute.Subnetwork(
+                f"{name}-rdma-{index}",
+                name=names.rdma_subnet(index),
+                project=config.project,
+                region=config.region,
+                network=self.rdma_network.id,
+                ip_cidr_range=cidr,
+                opts=child,
+            )
+            for index, cidr in enumerate(network.rdma_subnet_cidrs)
+        ]
+
+        self.register_outputs({
+            "cluster_network": self.cluster_network.id,
+            "cluster_subnet": self.cluster_subnet.id,
+            "gvnic_network": self.gvnic_network.id,
+            "gvnic_subnet": self.gvnic_subnet.id,
+            "rdma_network": self.rdma_network.id,
+            "rdma_subnets": [subnet.id for subnet in self.rdma_subnets],
+        })

@@ -1,0 +1,1 @@
+"""Developer tools: the offline preview, golden-file regeneration and the preview benchmark."""

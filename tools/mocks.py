@@ -1,0 +1,106 @@
+"""Pulumi mocks for the offline preview and the tests: realistic computed outputs per type.
+
+Every value a provider would compute and the program reads (ids, self links, endpoints, the
+cluster CA, Lustre's mount point, the project number) is returned here, derived from the
+resource's own inputs so that the output is deterministic: the same config always gives the
+same preview, byte for byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import ipaddress
+from typing import Any
+
+import pulumi
+
+COMPUTE = "https://www.googleapis.com/compute/v1"
+# A fixed, obviously fake certificate: the kubeconfig needs a CA and the preview never dials.
+FAKE_CA = base64.b64encode(
+    b"-----BEGIN CERTIFICATE-----\nMOCK-CLUSTER-CA-FOR-OFFLINE-PREVIEW\n-----END CERTIFICATE-----\n"
+).decode()
+
+
+def _digits(seed: str, length: int) -> str:
+    return str(int(hashlib.sha256(seed.encode()).hexdigest(), 16))[:length]
+
+
+def project_number(project_id: str) -> str:
+    return "1" + _digits(project_id, 11)
+
+
+class GrpoMocks(pulumi.runtime.Mocks):
+    """Outputs per resource type; anything not listed echoes its inputs, as most GCP fields do."""
+
+    def __init__(self, project: str, region: str):
+        self.project = project
+        self.region = region
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "gcp:organizations/getProject:getProject":
+            project = args.args.get("projectId") or self.project
+            return {"projectId": project, "number": project_number(project),
+                    "name": project, "id": f"projects/{project}"}, []
+        if args.token == "gcp:organizations/getClientConfig:getClientConfig":
+            return {"project": self.project, "region": self.region,
+                    "accessToken": "mock-access-token", "id": "client-config"}, []
+        return {}, []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        inputs: dict[str, Any] = copy.deepcopy(args.inputs)
+        kind = args.typ
+        name = inputs.get("name", args.name)
+        project = inputs.get("project", self.project)
+        state = dict(inputs)
+
+        if kind == "gcp:compute/network:Network":
+            resource_id = f"projects/{project}/global/networks/{name}"
+            state.update(selfLink=f"{COMPUTE}/{resource_id}", numericId=_digits(resource_id, 19))
+        elif kind == "gcp:compute/subnetwork:Subnetwork":
+            region = inputs.get("region", self.region)
+            resource_id = f"projects/{project}/regions/{region}/subnetworks/{name}"
+            network = ipaddress.ip_network(inputs["ipCidrRange"])
+            state.update(selfLink=f"{COMPUTE}/{resource_id}", gatewayAddress=str(network[1]),
+                         fingerprint=_digits(resource_id, 12))
+        elif kind == "gcp:compute/firewall:Firewall":
+            resource_id = f"projects/{project}/global/firewalls/{name}"
+            state.update(selfLink=f"{COMPUTE}/{resource_id}")
+        elif kind == "gcp:compute/globalAddress:GlobalAddress":
+            resource_id = f"projects/{project}/global/addresses/{name}"
+            state.update(selfLink=f"{COMPUTE}/{resource_id}", address="10.96.0.0")
+        elif kind == "gcp:container/cluster:Cluster":
+            location = inputs.get("location", self.region)
+            resource_id = f"projects/{project}/locations/{location}/clusters/{name}"
+            state.update(
+                selfLink=f"https://container.googleapis.com/v1/{resource_id}",
+                endpoint="34.118.0." + str(int(_digits(resource_id, 3)) % 250 + 2),
+                masterAuth={"clusterCaCertificate": FAKE_CA, "clientCertificateConfig": {
+                    "issueClientCertificate": False}},
+                masterVersion=inputs.get("minMasterVersion", "1.33"),
+            )
+        elif kind == "gcp:container/nodePool:NodePool":
+            location = inputs.get("location", self.region)
+            resource_id = f"projects/{project}/locations/{location}/clusters/{inputs.get('cluster')}/nodePools/{name}"
+        elif kind == "gcp:lustre/instance:Instance":
+            resource_id = f"projects/{project}/locations/{inputs.get('location')}/instances/{inputs.get('instanceId')}"
+            state.update(mountPoint=f"10.96.0.5@tcp:/{inputs.get('filesystem')}", name=resource_id)
+        elif kind == "gcp:storage/bucket:Bucket":
+            resource_id = name
+            state.update(url=f"gs://{name}", selfLink=f"https://www.googleapis.com/storage/v1/b/{name}")
+        elif kind.startswith("kubernetes:"):
+            metadata = dict(inputs.get("metadata") or {})
+            metadata.setdefault("name", args.name)
+            namespace = metadata.get("namespace")
+            resource_id = f"{namespace}/{metadata['name']}" if namespace else metadata["name"]
+            metadata["uid"] = _uuid(f"{kind}/{resource_id}")
+            state["metadata"] = metadata
+        else:
+            resource_id = f"{name}"
+        return resource_id, state
+
+
+def _uuid(seed: str) -> str:
+    h = hashlib.sha256(seed.encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"

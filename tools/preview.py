@@ -1,0 +1,345 @@
+"""Offline preview: the real ``__main__.py`` under Pulumi's mock runtime, no CLI, no cloud.
+
+    python -m tools.preview STACK [--config-file FILE] [--json]
+
+Prints a tree like ``pulumi preview``, or with --json the one JSON document of DESIGN.md:
+resources sorted by URN with their parent, dependencies (from the real registration requests,
+recorded by ``RecordingMonitor``), protect flag and inputs as the provider would receive them.
+Secrets, wherever they sit, print as "[secret]". An invalid config prints its problems on
+stderr, nothing on stdout, and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextvars
+import json
+import logging
+import runpy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "gke-grpo"
+SECRET_MASK = "[secret]"
+# Pulumi's wire-format signatures (sdk/python/lib/pulumi/runtime/rpc.py).
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+_RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
+_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+# What the preview puts in place of a `secure:` value it cannot decrypt.
+SECRET_PLACEHOLDER = "offline-preview-placeholder"
+
+EXIT_OK, EXIT_ERROR, EXIT_INVALID_CONFIG = 0, 1, 2
+
+
+class PreviewInputError(Exception):
+    """The preview's own input (stack name, config file) is unusable."""
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    parent: Optional[str]
+    custom: bool
+    protect: bool
+    dependencies: list[str]
+    inputs: dict[str, Any]
+    ignore_changes: list[str]
+    delete_before_replace: bool
+    # Raw inputs with secrets unwrapped: for tests that check values, never printed.
+    raw_inputs: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
+            "custom": self.custom, "protect": self.protect, "dependencies": self.dependencies,
+            "ignoreChanges": self.ignore_changes,
+            "deleteBeforeReplace": self.delete_before_replace, "inputs": self.inputs,
+        }
+
+
+@dataclass
+class PreviewResult:
+    stack: str
+    resources: list[Registration]
+    outputs: dict[str, Any]
+    problems: list[Any]          # components.config.Problem, when the config is invalid
+    error: Optional[str]         # the message printed for an invalid config or a failed run
+    unknown_inputs: list[str]    # "<urn> <path>" of every input left unknown
+    register_calls: int          # RegisterResource calls other than the stack's own
+
+    def by_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str) -> Registration:
+        found = self.by_type(type_)
+        if len(found) != 1:
+            raise AssertionError(f"expected one {type_}, found {len(found)}")
+        return found[0]
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "project": PROJECT, "stack": self.stack,
+            "resources": [r.as_json() for r in self.resources],
+            "outputs": self.outputs,
+        }
+
+
+def _clean(value: Any, path: str, unknowns: list[str], reveal: bool) -> Any:
+    """Wire value -> JSON value: secrets masked (unless reveal), resource references as URNs,
+    integral floats (protobuf Struct has only doubles) back to ints, unknowns recorded."""
+    if isinstance(value, dict):
+        if value.get(_SIG_KEY) == _SECRET_SIG:
+            inner = _clean(value.get("value"), path, unknowns, reveal)
+            return inner if reveal else SECRET_MASK
+        if value.get(_SIG_KEY) == _RESOURCE_SIG:
+            return value.get("urn")
+        return {k: _clean(v, f"{path}.{k}" if path else k, unknowns, reveal)
+                for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_clean(v, f"{path}[{i}]", unknowns, reveal) for i, v in enumerate(value)]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if value == _UNKNOWN:
+        unknowns.append(path)
+        return "[unknown]"
+    return value
+
+
+def _make_monitor_class():
+    from google.protobuf import json_format
+    from pulumi.runtime.mocks import MockMonitor
+
+    class RecordingMonitor(MockMonitor):
+        """A MockMonitor that records every registration request as the engine receives it:
+        parent, dependencies, protect, and the inputs with their secret envelopes intact (the
+        mocks see them unwrapped), so secrets can be masked before anything is printed."""
+
+        def __init__(self, mocks):
+            super().__init__(mocks)
+            self.registrations: list[Registration] = []
+            self.unknown_inputs: list[str] = []
+            self.stack_outputs: dict[str, Any] = {}
+            self.stack_urn: Optional[str] = None
+
+        def make_urn(self, parent: str, type_: str, name: str) -> str:
+            # The engine leaves the root stack's type out of its children's URNs; so do we,
+            # so that URNs here are the ones `pulumi preview` shows.
+            if parent and parent.split("::")[2] == "pulumi:pulumi:Stack":
+                parent = ""
+            return super().make_urn(parent, type_, name)
+
+        def RegisterResource(self, request):
+            response = super().RegisterResource(request)
+            if request.type == "pulumi:pulumi:Stack":
+                self.stack_urn = response.urn
+                return response
+            wire = json_format.MessageToDict(request.object)
+            unknowns: list[str] = []
+            inputs = _clean(wire, "", unknowns, reveal=False)
+            raw = _clean(wire, "", [], reveal=True)
+            self.unknown_inputs.extend(f"{response.urn} {path}" for path in unknowns)
+            self.registrations.append(Registration(
+                urn=response.urn, type=request.type, name=request.name,
+                parent=request.parent or None, custom=bool(request.custom),
+                protect=bool(request.protect),
+                dependencies=sorted(set(request.dependencies)),
+                inputs=inputs, ignore_changes=sorted(request.ignoreChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace), raw_inputs=raw,
+            ))
+            return response
+
+        def RegisterResourceOutputs(self, request):
+            if request.urn == self.stack_urn:
+                unknowns: list[str] = []
+                self.stack_outputs = _clean(json_format.MessageToDict(request.outputs), "",
+                                            unknowns, reveal=False)
+                self.unknown_inputs.extend(f"{request.urn} outputs.{p}" for p in unknowns)
+            return super().RegisterResourceOutputs(request)
+
+    return RecordingMonitor
+
+
+# ------------------------------------------------------------------------------------------
+# Config files
+# ------------------------------------------------------------------------------------------
+
+
+def read_config_file(path: Path) -> tuple[dict[str, str], set[str]]:
+    """A Pulumi.<stack>.yaml -> (config map as the engine hands it to the program, secret keys).
+
+    Objects and lists become JSON strings and scalars strings, as the language host passes
+    them; `secure:` values become a placeholder marked secret.
+    """
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise PreviewInputError(f"cannot read {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise PreviewInputError(f"{path} is not valid YAML: {err}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
+        raise PreviewInputError(f"{path}: expected a mapping with a `config:` mapping")
+    raw: dict[str, str] = {}
+    secret_keys: set[str] = set()
+    for key, value in (document.get("config") or {}).items():
+        key = str(key)
+        if ":" not in key:
+            key = f"{PROJECT}:{key}"
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            raw[key] = SECRET_PLACEHOLDER
+            secret_keys.add(key)
+        elif isinstance(value, (dict, list)):
+            raw[key] = json.dumps(value)
+        elif isinstance(value, bool):
+            raw[key] = "true" if value else "false"
+        elif value is None:
+            raw[key] = ""
+        else:
+            raw[key] = str(value)
+    return raw, secret_keys
+
+
+# ------------------------------------------------------------------------------------------
+# Running the program
+# ------------------------------------------------------------------------------------------
+
+
+def run_preview(stack: str, config_file: Optional[Path] = None) -> PreviewResult:
+    """Run ``__main__.py`` for STACK under mocks and return what was registered."""
+    path = config_file or ROOT / f"Pulumi.{stack}.yaml"
+    raw, secret_keys = read_config_file(Path(path))
+    return run_with_config(stack, raw, secret_keys)
+
+
+def run_with_config(stack: str, raw: dict[str, str], secret_keys: set[str]) -> PreviewResult:
+    # A fresh context per run: the SDK keeps its settings, root resource and config in
+    # context variables, so several previews can run in one process (the tests do).
+    return contextvars.Context().run(_run_in_fresh_context, stack, raw, secret_keys)
+
+
+def _run_in_fresh_context(stack: str, raw: dict[str, str], secret_keys: set[str]) -> PreviewResult:
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+    from pulumi.runtime import mocks as runtime_mocks
+    from pulumi.runtime import settings as runtime_settings
+    from pulumi.runtime.stack import run_in_stack
+    from pulumi.runtime.sync_await import _sync_await
+
+    from components.config import ConfigError
+    from tools.mocks import GrpoMocks
+
+    mocks = GrpoMocks(project=str(raw.get("gcp:project", "")), region=str(raw.get("gcp:region", "")))
+    monitor = _make_monitor_class()(mocks)
+    logger = logging.getLogger("gke-grpo.preview")
+    settings = runtime_mocks.MockSettings(
+        monitor=monitor,
+        monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
+        engine=runtime_mocks.MockEngine(logger),
+        project=PROJECT, stack=stack, dry_run=True, organization="organization",
+        callbacks=None, root_directory=str(ROOT),
+    )
+    runtime_settings.configure(settings)
+    runtime_settings.ROOT.set(None)
+    runtime_config.set_all_config(dict(raw), sorted(secret_keys))
+
+    problems: list[Any] = []
+    error: Optional[str] = None
+
+    def program() -> None:
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    try:
+        _sync_await(run_in_stack(program))
+    except ConfigError as err:
+        problems, error = err.problems, str(err)
+    except pulumi.RunError as err:
+        error = str(err)
+    return PreviewResult(
+        stack=stack,
+        resources=sorted(monitor.registrations, key=lambda r: r.urn),
+        outputs=monitor.stack_outputs, problems=problems, error=error,
+        unknown_inputs=sorted(monitor.unknown_inputs),
+        register_calls=len(monitor.registrations),
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Printing
+# ------------------------------------------------------------------------------------------
+
+
+def _display_type(token: str) -> str:
+    # gcp:compute/network:Network -> gcp:compute:Network, as `pulumi preview` shows types.
+    package, module, kind = (token.split(":") + ["", ""])[:3]
+    return f"{package}:{module.split('/')[0]}:{kind}" if "/" in module else token
+
+
+def render_tree(result: PreviewResult) -> str:
+    stack_urn = f"urn:pulumi:{result.stack}::{PROJECT}::pulumi:pulumi:Stack::{PROJECT}-{result.stack}"
+    children: dict[Optional[str], list[Registration]] = {}
+    for r in result.resources:
+        children.setdefault(r.parent or stack_urn, []).append(r)
+    rows: list[tuple[str, str, str]] = [("", "pulumi:pulumi:Stack", f"{PROJECT}-{result.stack}")]
+
+    def walk(urn: str, prefix: str) -> None:
+        kids = sorted(children.get(urn, []), key=lambda r: (r.name, r.type))
+        for i, r in enumerate(kids):
+            last = i == len(kids) - 1
+            flag = " [protect]" if r.protect else ""
+            rows.append((prefix + ("└─ " if last else "├─ "), _display_type(r.type), r.name + flag))
+            walk(r.urn, prefix + ("   " if last else "│  "))
+
+    walk(stack_urn, "")
+    width = max(len(p + t) for p, t, _ in rows) + 2
+    name_width = max(len(n) for _, _, n in rows) + 2
+    lines = [f"Previewing update ({result.stack}) offline, under Pulumi mocks:", "",
+             f"     {'Type'.ljust(width)}{'Name'.ljust(name_width)}Plan"]
+    lines += [f" +   {(p + t).ljust(width)}{n.ljust(name_width)}create" for p, t, n in rows]
+    lines += ["", "Outputs:"]
+    for key, value in sorted(result.outputs.items()):
+        lines.append(f"    {key}: {json.dumps(value, sort_keys=True)}")
+    lines += ["", "Resources:", f"    + {len(result.resources) + 1} to create"]
+    return "\n".join(lines) + "\n"
+
+
+def render_json(result: PreviewResult) -> str:
+    return json.dumps(result.document(), indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.preview", description=__doc__.split("\n\n")[0])
+    parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml unless --config-file")
+    parser.add_argument("--config-file", type=Path, help="a stack file to use instead")
+    parser.add_argument("--json", action="store_true", help="print the JSON document of DESIGN.md")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s: %(message)s")
+    try:
+        result = run_preview(args.stack, args.config_file)
+    except PreviewInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INVALID_CONFIG
+    if result.problems:
+        print(f"error: {result.error}", file=sys.stderr)
+        return EXIT_INVALID_CONFIG
+    if result.error:
+        print(f"error: {result.error}", file=sys.stderr)
+        return EXIT_ERROR
+    if result.unknown_inputs:
+        print("error: inputs left unknown (the mocks must compute them):\n  "
+              + "\n  ".join(result.unknown_inputs), file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(render_json(result) if args.json else render_tree(result))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
