@@ -28,7 +28,8 @@ PROJECT = "gke-grpo"
 # --------------------------------------------------------------------------------------------
 # Facts about the GPU machines (shared/reference/pulumi-and-kuberay.md, "Machines, capacity and
 # Lustre", researched 2026-12-01 from the GKE cluster-autoscaler machine table and GCE GPU
-# network docs). Allocatable follows GKE's reservation formula; see MachineShape.allocatable_*.
+# network docs). Compute Engine's "GB" of machine memory are binary (GiB). Allocatable follows
+# GKE's reservation formula; see MachineShape.allocatable_*.
 # --------------------------------------------------------------------------------------------
 
 
@@ -66,13 +67,13 @@ class MachineShape:
 MACHINE_SHAPES: dict[str, MachineShape] = {
     "nvidia-b200": MachineShape(
         gpu_type="nvidia-b200", machine_type="a4-highgpu-8g", gpu_display_name="B200 180 GB",
-        gpus=8, rdma_nics=8, vcpus=224, memory_gib=3968 * 1e9 / 2**30, local_ssd_gib=12000,
+        gpus=8, rdma_nics=8, vcpus=224, memory_gib=3968, local_ssd_gib=12000,
         nccl_tuner_file="/usr/local/gib/configs/tuner_config_a4.txtpb",
         min_gke_version="1.32.2-gke.1422000",
     ),
     "nvidia-h200-141gb": MachineShape(
         gpu_type="nvidia-h200-141gb", machine_type="a3-ultragpu-8g", gpu_display_name="H200 141 GB",
-        gpus=8, rdma_nics=8, vcpus=224, memory_gib=2952 * 1e9 / 2**30, local_ssd_gib=12000,
+        gpus=8, rdma_nics=8, vcpus=224, memory_gib=2952, local_ssd_gib=12000,
         nccl_tuner_file="/usr/local/gib/configs/tuner_config_a3u.txtpb",
         min_gke_version="1.31.4-gke.1183000",
     ),
@@ -584,7 +585,8 @@ def load_stack_config(
 
     shape_keys = [p.key for p in problems]
     rule_problems: list[Problem] = []
-    _Rules(rule_problems, parsed, region if isinstance(region, str) else None).run()
+    valid_region = region if isinstance(region, str) and _REGION.match(region) else None
+    _Rules(rule_problems, parsed, valid_region).run()
     # A field that failed its shape check was dropped and defaulted: a rule about it would
     # report a value the user never gave.
     problems += [p for p in rule_problems if not any(

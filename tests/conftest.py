@@ -1,0 +1,93 @@
+"""Shared fixtures: stack configs to mutate, cached previews, and CI-aware skipping."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tools.preview import PreviewResult, read_config_file, run_with_config  # noqa: E402
+
+SHARED = ROOT.parent / "shared"
+IN_CI = os.environ.get("CI") == "true"
+DELETE = object()
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skips are for users' minimal machines; in CI a missing schema, verl or Ray fails."""
+    if IN_CI:
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def stack_config(stack: str, changes: dict[str, Any] | None = None) -> tuple[dict[str, str], set[str]]:
+    """Pulumi.<stack>.yaml as the engine passes it, with `changes` applied.
+
+    Keys of `changes` are full config keys with an optional dotted path into the object
+    (``gke-grpo:gpu.reservation.name``); the value DELETE removes the key.
+    """
+    raw, secret_keys = read_config_file(ROOT / f"Pulumi.{stack}.yaml")
+    objects: dict[str, Any] = {}
+    for key, value in raw.items():
+        try:
+            objects[key] = json.loads(value) if value[:1] in "{[" else value
+        except json.JSONDecodeError:
+            objects[key] = value
+    for dotted, value in (changes or {}).items():
+        head, _, path = dotted.partition(".")
+        if not path:
+            if value is DELETE:
+                objects.pop(head, None)
+            else:
+                objects[head] = copy.deepcopy(value)
+            continue
+        target = objects.setdefault(head, {})
+        parts = path.split(".")
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+        if value is DELETE:
+            target.pop(parts[-1], None)
+        else:
+            target[parts[-1]] = copy.deepcopy(value)
+    out = {k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in objects.items()}
+    return out, {k for k in secret_keys if k in out}
+
+
+def preview_with(stack: str, changes: dict[str, Any] | None = None,
+                 secret_keys: set[str] | None = None) -> PreviewResult:
+    raw, secrets = stack_config(stack, changes)
+    return run_with_config(stack, raw, secrets if secret_keys is None else secret_keys)
+
+
+_CACHE: dict[str, PreviewResult] = {}
+
+
+def _cached(stack: str) -> PreviewResult:
+    if stack not in _CACHE:
+        _CACHE[stack] = preview_with(stack)
+        assert _CACHE[stack].error is None, _CACHE[stack].error
+    return _CACHE[stack]
+
+
+@pytest.fixture(scope="session")
+def dev_preview() -> PreviewResult:
+    return _cached("dev")
+
+
+@pytest.fixture(scope="session")
+def prod_preview() -> PreviewResult:
+    return _cached("prod")
+
+
+@pytest.fixture(scope="session", params=["dev", "prod"])
+def stack_preview(request) -> PreviewResult:
+    return _cached(request.param)

@@ -1,0 +1,99 @@
+"""The offline preview's contract (DESIGN.md): golden files, determinism, secrets, exit codes."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, SHARED, skip_or_fail
+from tools.golden import golden_path
+from tools.preview import SECRET_PLACEHOLDER, render_json
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tools.preview", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_preview_matches_the_golden_file(stack, request):
+    result = request.getfixturevalue(f"{stack}_preview")
+    path = golden_path(stack)
+    actual = render_json(result)
+    if not path.exists():
+        pytest.fail(f"{path.relative_to(ROOT)} is missing: run `make golden` and commit it")
+    expected = path.read_text()
+    if actual != expected:
+        diff = "".join(difflib.unified_diff(
+            expected.splitlines(True), actual.splitlines(True),
+            fromfile=f"{path.name} (committed)", tofile=f"{path.name} (this preview)"))
+        pytest.fail(f"the {stack} preview changed; review, then `make golden`:\n{diff}", pytrace=False)
+
+
+def test_no_input_is_left_unknown(stack_preview):
+    assert stack_preview.unknown_inputs == []
+    assert "[unknown]" not in render_json(stack_preview)
+
+
+def test_two_previews_print_identical_bytes():
+    first, second = _run("prod", "--json"), _run("prod", "--json")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout
+
+
+def test_secrets_are_masked_everywhere(stack_preview):
+    text = render_json(stack_preview)
+    assert SECRET_PLACEHOLDER not in text
+
+
+def test_document_shape(stack_preview):
+    doc = json.loads(render_json(stack_preview))
+    assert doc["project"] == "gke-grpo" and doc["stack"] == stack_preview.stack
+    urns = [r["urn"] for r in doc["resources"]]
+    assert urns == sorted(urns)
+    assert not any(r["type"] == "pulumi:pulumi:Stack" for r in doc["resources"])
+
+
+def test_invalid_config_exits_2_with_problems_on_stderr_only(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("config:\n  gcp:project: 123-NOT-VALID\n  gke-grpo:gpu:\n    nodes: 0\n")
+    run = _run("dev", "--config-file", str(bad), "--json")
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert "gcp:project" in run.stderr and "gke-grpo:gpu" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "cannot read"),
+    ("config: [unclosed", "not valid YAML"),
+    ("- just\n- a list\n", "expected a mapping"),
+])
+def test_unusable_config_file_is_a_clear_error(tmp_path, content, message):
+    path = tmp_path / "stack.yaml"
+    if content is not None:
+        path.write_text(content)
+    run = _run("dev", "--config-file", str(path))
+    assert run.returncode == 2 and run.stdout == ""
+    assert message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_tree_output_lists_every_resource(dev_preview):
+    run = _run("dev")
+    assert run.returncode == 0, run.stderr
+    for resource in dev_preview.resources:
+        assert resource.name in run.stdout
+    assert f"+ {len(dev_preview.resources) + 1} to create" in run.stdout
+
+
+def test_shared_contract_checker_passes():
+    checker = SHARED / "tools" / "check_preview_contract.py"
+    if not checker.exists():
+        skip_or_fail(f"{checker} is absent (shared/ is not beside the project)")
+    run = subprocess.run([sys.executable, str(checker)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
