@@ -84,15 +84,46 @@ PROVISIONING_MODELS = ("reservation", "spot", "flex-start")
 FLEX_START_MIN_GKE_VERSION = "1.32.2-gke.1652000"
 FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600
 
-# Managed Lustre tiers: throughput (MB/s per TiB) -> (minimum GiB, maximum GiB, step GiB).
-# Minimum and maximum: shared/reference/pulumi-and-kuberay.md (researched 2026-12-01).
-# The steps are filled in by the storage issue from the current performance-tiers page.
-LUSTRE_TIERS: dict[int, tuple[int, int]] = {
-    125: (72_000, 7_632_000),
-    250: (36_000, 3_816_000),
-    500: (18_000, 1_908_000),
-    1000: (9_000, 954_000),
+# Managed Lustre performance tiers, per unit throughput (MB/s per TiB) -> capacity rules.
+# Source: https://docs.cloud.google.com/managed-lustre/docs/performance-tiers and
+# .../managed-lustre/docs/increase-capacity, read 2026-12-01 (the older table in
+# shared/reference, max 954,000 GiB for tier 1000, is stale). Capacity is a multiple of `step`
+# up to `threshold`, then grows in `step_above` increments past it.
+
+
+@dataclass(frozen=True)
+class LustreTier:
+    minimum_gib: int
+    maximum_gib: int
+    step_gib: int
+    threshold_gib: Optional[int] = None
+    step_above_gib: Optional[int] = None
+
+    def capacity_problem(self, capacity: int) -> Optional[str]:
+        if not self.minimum_gib <= capacity <= self.maximum_gib:
+            return f"between {self.minimum_gib} and {self.maximum_gib} GiB"
+        if self.threshold_gib is None or capacity <= self.threshold_gib:
+            if capacity % self.step_gib:
+                return (f"a multiple of {self.step_gib} GiB"
+                        + (f" up to {self.threshold_gib} GiB" if self.threshold_gib else ""))
+        elif (capacity - self.threshold_gib) % self.step_above_gib:
+            return (f"{self.threshold_gib} GiB plus a multiple of {self.step_above_gib} GiB "
+                    f"above {self.threshold_gib} GiB")
+        return None
+
+
+LUSTRE_TIERS: dict[int, LustreTier] = {
+    125: LustreTier(72_000, 12_240_000, 72_000),
+    250: LustreTier(36_000, 40_032_000, 36_000, 6_120_000, 288_000),
+    500: LustreTier(18_000, 20_016_000, 18_000, 3_060_000, 144_000),
+    1000: LustreTier(9_000, 10_008_000, 9_000, 1_530_000, 72_000),
 }
+# Below this node version the Lustre CSI driver needs the legacy LNet port 6988 (it clashes
+# with gke-metadata-server on 988). Google's pages disagree (API reference: 1.33.2-gke.4655000;
+# GKE how-to: 1.33.2-gke.4780000, both read 2026-12-01): we require the later one.
+LUSTRE_MODERN_PORT_MIN_GKE_VERSION = "1.33.2-gke.4780000"
+LUSTRE_CSI_MIN_GKE_VERSION = "1.32.2"
+_LUSTRE_FILESYSTEM = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,7}$")
 
 # GCP resource names (networks, subnets, firewalls, addresses, Lustre instances): RFC 1035.
 _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -234,18 +265,27 @@ class NetworkConfig(_Area):
 class GcsStorage(_Area):
     bucket_name: Optional[str] = None
     hierarchical_namespace: bool = True
-    soft_delete_retention_days: int = Field(7, ge=0, le=90)
+    # Default: "<cluster name>-<project>" (the tutorial's naming, unique per project).
+    soft_delete_retention_days: int = 7
     skip_bucket_access_check: bool = False
     file_cache_size_gib: int = Field(500, ge=0)
     metadata_cache_ttl_seconds: int = Field(600, ge=-1)
+    # gcsfuse sidecar resources (Kubernetes quantities). Omitted: computed by SharedStorage
+    # from the cluster mode and the file cache size ("0", unlimited, is Standard-only).
+    sidecar_cpu_limit: Optional[str] = None
+    sidecar_memory_limit: Optional[str] = None
+    sidecar_ephemeral_storage_limit: Optional[str] = None
 
 
 class LustreStorage(_Area):
+    # Default: "<cluster name>-lustre".
     instance_id: Optional[str] = None
     filesystem: str = "lustrefs"
     capacity_gib: int = 18_000
     throughput_tier: int = 500
     peering_prefix_length: int = 20
+    # True: the legacy LNet port 6988 on the cluster's Lustre CSI driver, the instance created
+    # with gke_support_enabled, and the firewall opening 6988 - one choice, applied to all three.
     legacy_port: bool = False
 
 
@@ -831,19 +871,44 @@ class _Rules:
                          "digits, hyphens, underscores and dots, starting and ending with a letter "
                          'or digit, not starting with "goog" nor containing "google"')
         if s.kind == "lustre":
-            lustre = s.lustre or LustreStorage()
-            if lustre.throughput_tier not in LUSTRE_TIERS:
-                self.add("storage.lustre.throughputTier", lustre.throughput_tier,
-                         "one of " + ", ".join(str(t) for t in LUSTRE_TIERS) + " (MB/s per TiB)")
-            else:
-                low, high = LUSTRE_TIERS[lustre.throughput_tier]
-                if not low <= lustre.capacity_gib <= high:
-                    self.add("storage.lustre.capacityGib", lustre.capacity_gib,
-                             f"between {low} and {high} GiB for throughput tier "
-                             f"{lustre.throughput_tier}")
-            if not 8 <= lustre.peering_prefix_length <= 24:
-                self.add("storage.lustre.peeringPrefixLength", lustre.peering_prefix_length,
-                         "between 8 and 24 (Google's private service access needs at least a /24)")
+            self._check_lustre(s.lustre or LustreStorage())
+        if s.kind == "gcs" and s.gcs is not None:
+            gcs = s.gcs
+            if gcs.soft_delete_retention_days not in range(7, 91) and gcs.soft_delete_retention_days != 0:
+                self.add("storage.gcs.softDeleteRetentionDays", gcs.soft_delete_retention_days,
+                         "0 (soft delete off) or 7-90 days (Cloud Storage's allowed range)")
+
+    def _check_lustre(self, lustre: "LustreStorage") -> None:
+        tier = LUSTRE_TIERS.get(lustre.throughput_tier)
+        if tier is None:
+            self.add("storage.lustre.throughputTier", lustre.throughput_tier,
+                     "one of " + ", ".join(str(t) for t in LUSTRE_TIERS) + " (MB/s per TiB)")
+        else:
+            problem = tier.capacity_problem(lustre.capacity_gib)
+            if problem:
+                self.add("storage.lustre.capacityGib", lustre.capacity_gib,
+                         f"{problem} for throughput tier {lustre.throughput_tier}")
+        if not _LUSTRE_FILESYSTEM.match(lustre.filesystem):
+            self.add("storage.lustre.filesystem", lustre.filesystem,
+                     "1-8 letters or digits, starting with a letter (a Lustre fsname)")
+        if lustre.instance_id is not None and (
+                len(lustre.instance_id) > 63 or not _RFC1035.match(lustre.instance_id)):
+            self.add("storage.lustre.instanceId", lustre.instance_id, "1-63 characters: lowercase "
+                     "letters, digits and hyphens, starting with a letter")
+        if not 8 <= lustre.peering_prefix_length <= 24:
+            self.add("storage.lustre.peeringPrefixLength", lustre.peering_prefix_length,
+                     "between 8 and 24 (private service access gives each Lustre instance a /24)")
+        version = self.cluster.min_master_version if self.cluster else None
+        if version and _GKE_VERSION.match(version):
+            if not version_at_least(version, LUSTRE_CSI_MIN_GKE_VERSION):
+                self.add("cluster.minMasterVersion", version,
+                         f"at least {LUSTRE_CSI_MIN_GKE_VERSION} for the Lustre CSI driver")
+            elif not lustre.legacy_port and not version_at_least(
+                    version, LUSTRE_MODERN_PORT_MIN_GKE_VERSION):
+                self.add("storage.lustre.legacyPort", False,
+                         f"true when nodes may be older than {LUSTRE_MODERN_PORT_MIN_GKE_VERSION} "
+                         f"(cluster.minMasterVersion is {version}); or raise "
+                         "cluster.minMasterVersion to that version and keep the modern port 988")
 
     # ---- kuberay ----------------------------------------------------------------------------
     def _check_kuberay(self) -> None:

@@ -31,8 +31,8 @@ INVALID = [
     ("max-run-duration-over-7-days", "prod", {P + "gpu.provisioningModel": "flex-start",
      P + "gpu.reservation": DELETE, P + "gpu.maxRunDurationSeconds": 8 * 24 * 3600},
      {P + "gpu.maxRunDurationSeconds"}),
-    ("flex-start-gke-too-old", "prod", {P + "gpu.provisioningModel": "flex-start",
-     P + "gpu.reservation": DELETE, P + "cluster.minMasterVersion": "1.32.2-gke.1000000"},
+    ("flex-start-gke-too-old", "dev", {P + "gpu.provisioningModel": "flex-start",
+     P + "cluster.minMasterVersion": "1.32.2-gke.1000000"},
      {P + "cluster.minMasterVersion"}),
     ("b200-gke-too-old", "prod", {P + "cluster.minMasterVersion": "1.31"}, {P + "cluster.minMasterVersion"}),
     ("zone-outside-region", "dev", {P + "cluster.zone": "europe-west4-a"}, {P + "cluster.zone"}),
@@ -69,6 +69,18 @@ INVALID = [
      {P + "storage.lustre.capacityGib"}),
     ("lustre-unknown-tier", "prod", {P + "storage.lustre.throughputTier": 300},
      {P + "storage.lustre.throughputTier"}),
+    ("lustre-off-step", "prod", {P + "storage.lustre.capacityGib": 20000}, {P + "storage.lustre.capacityGib"}),
+    ("lustre-above-threshold-off-step", "prod", {P + "storage.lustre.capacityGib": 3_100_000},
+     {P + "storage.lustre.capacityGib"}),
+    ("lustre-bad-filesystem", "prod", {P + "storage.lustre.filesystem": "lustre_fs1"},
+     {P + "storage.lustre.filesystem"}),
+    ("lustre-prefix-out-of-range", "prod", {P + "storage.lustre.peeringPrefixLength": 28},
+     {P + "storage.lustre.peeringPrefixLength"}),
+    ("lustre-modern-port-on-old-gke", "prod", {P + "cluster.minMasterVersion": "1.33.1-gke.1000000"},
+     {P + "storage.lustre.legacyPort"}),
+    ("bucket-name-invalid", "dev", {P + "storage.gcs.bucketName": "Google-Bucket"}, {P + "storage.gcs.bucketName"}),
+    ("soft-delete-out-of-range", "dev", {P + "storage.gcs.softDeleteRetentionDays": 3},
+     {P + "storage.gcs.softDeleteRetentionDays"}),
     ("addon-and-helm", "dev", {P + "kuberay.helmChartVersion": "1.7.0"}, {P + "kuberay.helmChartVersion"}),
     ("wrong-type", "prod", {P + "gpu.nodes": "four"}, {P + "gpu.nodes"}),
     ("bad-maintenance-time", "prod", {P + "cluster.maintenanceWindow.startTime": "saturday 2am"},
@@ -167,6 +179,16 @@ def test_object_that_is_not_json_is_reported():
     ("1.32.2-gke.1652000", "1.32.2-gke.1652000", True),
     ("1.31.4-gke.1183000", "1.32.2-gke.1422000", False),
 ])
+@pytest.mark.parametrize("tier,capacity,ok", [
+    (500, 18_000, True), (500, 36_000, True), (500, 27_000, False),
+    (500, 3_060_000, True), (500, 3_204_000, True), (500, 3_078_000, False),
+    (1000, 9_000, True), (125, 144_000, True), (125, 100_000, False), (250, 18_000, False),
+])
+def test_lustre_capacity_steps(tier, capacity, ok):
+    from components.config import LUSTRE_TIERS
+    assert (LUSTRE_TIERS[tier].capacity_problem(capacity) is None) is ok
+
+
 def test_version_at_least(version, minimum, expected):
     assert version_at_least(version, minimum) is expected
 
