@@ -173,12 +173,6 @@ def test_object_that_is_not_json_is_reported():
         load_stack_config(raw, secrets)
 
 
-@pytest.mark.parametrize("version,minimum,expected", [
-    ("1.33", "1.32.2-gke.1652000", True),
-    ("1.32", "1.32.2-gke.1652000", False),
-    ("1.32.2-gke.1652000", "1.32.2-gke.1652000", True),
-    ("1.31.4-gke.1183000", "1.32.2-gke.1422000", False),
-])
 @pytest.mark.parametrize("tier,capacity,ok", [
     (500, 18_000, True), (500, 36_000, True), (500, 27_000, False),
     (500, 3_060_000, True), (500, 3_204_000, True), (500, 3_078_000, False),
@@ -189,6 +183,12 @@ def test_lustre_capacity_steps(tier, capacity, ok):
     assert (LUSTRE_TIERS[tier].capacity_problem(capacity) is None) is ok
 
 
+@pytest.mark.parametrize("version,minimum,expected", [
+    ("1.33", "1.32.2-gke.1652000", True),
+    ("1.32", "1.32.2-gke.1652000", False),
+    ("1.32.2-gke.1652000", "1.32.2-gke.1652000", True),
+    ("1.31.4-gke.1183000", "1.32.2-gke.1422000", False),
+])
 def test_version_at_least(version, minimum, expected):
     assert version_at_least(version, minimum) is expected
 
