@@ -7,6 +7,8 @@ is invalid), build the components, export what operators need.
 import pulumi
 
 from components.config import load_stack_config, read_pulumi_config
+from components.cluster import GkeCluster
+from components.gpu_capacity import GpuCapacity
 from components.networks import GpuNetworks
 
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
@@ -14,8 +16,19 @@ from components.networks import GpuNetworks
 config = load_stack_config(*read_pulumi_config(), stack=pulumi.get_stack())
 
 networks = GpuNetworks("networks", config)
+cluster = GkeCluster("cluster", config, networks)
+capacity = GpuCapacity("gpu", config, cluster, networks)
 
 pulumi.export("clusterNetwork", networks.cluster_network.name)
 pulumi.export("gvnicNetwork", networks.gvnic_network.name)
 pulumi.export("rdmaNetwork", networks.rdma_network.name)
 pulumi.export("rdmaSubnets", [subnet.name for subnet in networks.rdma_subnets])
+pulumi.export("clusterName", cluster.cluster.name)
+pulumi.export("clusterLocation", cluster.cluster.location)
+pulumi.export("kubeconfig", cluster.kubeconfig)
+pulumi.export("workloadNamespace", cluster.namespace_name)
+pulumi.export("gpuNodePool", capacity.pool_name)
+pulumi.export("gpuPodNodeSelector", capacity.pod_node_selector)
+pulumi.export("getCredentials", pulumi.Output.concat(
+    "gcloud container clusters get-credentials ", cluster.cluster.name,
+    " --location ", cluster.cluster.location, " --project ", config.project))

@@ -224,6 +224,8 @@ class ClusterConfig(_Area):
     maintenance_window: MaintenanceWindow = MaintenanceWindow()
     maintenance_exclusions: tuple[MaintenanceExclusion, ...] = ()
     head_pool: Optional[HeadPool] = None
+    # Omitted: on in prod, off in dev. Turn it off (and `pulumi up`) before destroying prod.
+    deletion_protection: Optional[bool] = None
 
 
 class Reservation(_Area):
@@ -424,6 +426,16 @@ class StackConfig:
         if self.gpu.auto_repair is not None:
             return self.gpu.auto_repair
         return self.gpu.provisioning_model != "flex-start"
+
+    @property
+    def deletion_protection(self) -> bool:
+        if self.cluster.deletion_protection is not None:
+            return self.cluster.deletion_protection
+        return self.is_prod
+
+    @property
+    def gpu_disk_size_gb(self) -> int:
+        return self.gpu.disk_size_gb or 500
 
     @property
     def head_pool(self) -> Optional[HeadPool]:
@@ -766,7 +778,10 @@ class _Rules:
             if len(r.name) > 63 or not _RFC1035.match(r.name):
                 self.add("gpu.reservation.name", r.name, "a reservation name: lowercase letters, "
                          "digits and hyphens, at most 63 characters")
-            if r.block is not None and (len(r.block) > 63 or not _RFC1035.match(r.block)):
+            if r.block is not None and autopilot:
+                self.add("gpu.reservation.block", r.block, "Standard clusters only: this program "
+                         "selects a reservation block through a node pool's reservation affinity")
+            elif r.block is not None and (len(r.block) > 63 or not _RFC1035.match(r.block)):
                 self.add("gpu.reservation.block", r.block, "a reservation block name: lowercase "
                          "letters, digits and hyphens, at most 63 characters")
             if r.project is not None and not _PROJECT_ID.match(r.project):

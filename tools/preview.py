@@ -53,6 +53,7 @@ class Registration:
     inputs: dict[str, Any]
     ignore_changes: list[str]
     delete_before_replace: bool
+    provider: str = ""
     # Raw inputs with secrets unwrapped: for tests that check values, never printed.
     raw_inputs: dict[str, Any] = field(repr=False, default_factory=dict)
 
@@ -153,6 +154,7 @@ def _make_monitor_class():
                 dependencies=sorted(set(request.dependencies)),
                 inputs=inputs, ignore_changes=sorted(request.ignoreChanges),
                 delete_before_replace=bool(request.deleteBeforeReplace), raw_inputs=raw,
+                provider=request.provider,
             ))
             return response
 

@@ -1,0 +1,167 @@
+"""GpuCapacity: where the GPU nodes come from, and what a GPU pod must say to land on them.
+
+Standard: one node pool of the GPU machine (8 GPUs, driver installed by GKE, all nine extra
+NICs attached) consuming a specific reservation, Spot VMs or flex-start. Autopilot: no pool;
+the node selectors and tolerations that make Autopilot provision the same capacity for a pod.
+Both expose `pod_node_selector` and `pod_tolerations` (all values strings), which the KubeRay
+component puts on the GPU worker group.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.cluster import ROLE_LABEL, GkeCluster
+from components.config import StackConfig
+from components.networks import GpuNetworks
+
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+
+def reservation_value(config: StackConfig) -> str:
+    """The reservation affinity value: a bare name, a shared reservation of another project,
+    or one block of a reservation."""
+    reservation = config.gpu.reservation
+    owner = reservation.project or config.project
+    if reservation.block:
+        return f"projects/{owner}/reservations/{reservation.name}/reservationBlocks/{reservation.block}"
+    if reservation.project:
+        return f"projects/{owner}/reservations/{reservation.name}"
+    return reservation.name
+
+
+def gpu_pod_placement(config: StackConfig, pool_name: str | None) -> tuple[dict[str, str], list[dict]]:
+    """Node selector and tolerations for a GPU pod. Every value is a string: the API rejects
+    the tutorial's integer `gke-accelerator-count: 8` (tutorial defect 2)."""
+    selector = {
+        "cloud.google.com/gke-accelerator": config.gpu.type,
+        "cloud.google.com/gke-accelerator-count": str(config.gpus_per_node),
+    }
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    model = config.gpu.provisioning_model
+    if pool_name is not None:
+        selector["cloud.google.com/gke-nodepool"] = pool_name
+    else:
+        # Autopilot consumes reservations only for the Accelerator compute class.
+        selector["cloud.google.com/compute-class"] = "Accelerator"
+        if model == "reservation":
+            selector["cloud.google.com/reservation-name"] = config.gpu.reservation.name
+            selector["cloud.google.com/reservation-affinity"] = "specific"
+        elif model == "flex-start":
+            selector["cloud.google.com/gke-flex-start"] = "true"
+    if model == "spot":
+        selector["cloud.google.com/gke-spot"] = "true"
+        tolerations.append({"key": "cloud.google.com/gke-spot", "operator": "Equal",
+                            "value": "true", "effect": "NoSchedule"})
+    return selector, tolerations
+
+
+class GpuCapacity(pulumi.ComponentResource):
+    node_pool: gcp.container.NodePool | None
+    pool_name: str | None
+    pod_node_selector: dict[str, str]
+    pod_tolerations: list[dict]
+
+    def __init__(self, name: str, config: StackConfig, cluster: GkeCluster, networks: GpuNetworks,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gke-grpo:components:GpuCapacity", name, None, opts)
+        self.node_pool = None
+        self.pool_name = None
+        if not config.autopilot:
+            self.pool_name = f"{config.machine_type}-pool"
+            self.node_pool = self._node_pool(name, config, cluster, networks)
+        self.pod_node_selector, self.pod_tolerations = gpu_pod_placement(config, self.pool_name)
+        self.register_outputs({
+            "pool_name": self.pool_name,
+            "pod_node_selector": self.pod_node_selector,
+        })
+
+    def _node_pool(self, name: str, config: StackConfig, cluster: GkeCluster,
+                   networks: GpuNetworks) -> gcp.container.NodePool:
+        gpu = config.gpu
+        model = gpu.provisioning_model
+        if model == "reservation":
+            affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY,
+                values=[reservation_value(config)])
+        else:
+            affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type="NO_RESERVATION")
+        # The first gVNIC NIC is on the cluster VPC; the second and all eight RDMA NICs come
+        # from these additional node networks, in NIC order.
+        extra_networks = [gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
+            network=networks.gvnic_network.name, subnetwork=networks.gvnic_subnet.name)]
+        extra_networks += [
+            gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
+                network=networks.rdma_network.name, subnetwork=subnet.name)
+            for subnet in networks.rdma_subnets
+        ]
+        if model == "flex-start":
+            # Flex-start nodes are never upgraded in place (short-lived upgrades): a node lives
+            # at most maxRunDurationSeconds and is replaced, not drained for an upgrade.
+            upgrade_settings = None
+        else:
+            # No surge: a reservation has no spare machine to surge into, and a surge node
+            # would only be preempted on Spot. Upgrades happen one node at a time, inside the
+            # maintenance window, never outside it (see the cluster's maintenance policy).
+            upgrade_settings = gcp.container.NodePoolUpgradeSettingsArgs(
+                strategy="SURGE", max_surge=0, max_unavailable=1)
+        return gcp.container.NodePool(
+            f"{name}-pool",
+            name=self.pool_name,
+            project=config.project,
+            location=config.region,
+            cluster=cluster.cluster.name,
+            node_locations=[config.zone],
+            # A reservation is paid for either way: bring the run's nodes up at once. Spot and
+            # flex-start start empty and scale up for pending pods (flex-start requires 0).
+            initial_node_count=gpu.nodes if model == "reservation" else 0,
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(
+                total_min_node_count=config.gpu_min_nodes,
+                total_max_node_count=config.gpu_max_nodes,
+                location_policy="ANY"),
+            management=gcp.container.NodePoolManagementArgs(
+                auto_repair=config.gpu_auto_repair,
+                # Release-channel clusters require auto-upgrade; the maintenance policy and
+                # exclusions decide when it may happen.
+                auto_upgrade=True),
+            upgrade_settings=upgrade_settings,
+            placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
+            if gpu.compact_placement else None,
+            network_config=gcp.container.NodePoolNetworkConfigArgs(
+                additional_node_network_configs=extra_networks),
+            node_config=gcp.container.NodePoolNodeConfigArgs(
+                machine_type=config.machine_type,
+                guest_accelerators=[gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+                    type=gpu.type, count=config.gpus_per_node,
+                    gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                        gpu_driver_version=gpu.driver_version),
+                )],
+                reservation_affinity=affinity,
+                spot=model == "spot",
+                flex_start=True if model == "flex-start" else None,
+                max_run_duration=f"{gpu.max_run_duration_seconds}s"
+                if gpu.max_run_duration_seconds else None,
+                gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
+                # A3 Ultra and A4 boot from Hyperdisk; their 32 local SSDs back ephemeral
+                # storage (container images, the gcsfuse file cache, /tmp).
+                disk_type="hyperdisk-balanced",
+                disk_size_gb=config.gpu_disk_size_gb,
+                ephemeral_storage_local_ssd_config=gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
+                    local_ssd_count=32),
+                labels={ROLE_LABEL: "gpu-worker"},
+                oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                    mode="GKE_METADATA"),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[networks.gvnic_subnet, *networks.rdma_subnets],
+                ignore_changes=[
+                    "nodeCount",         # the cluster autoscaler owns it
+                    "initialNodeCount",  # changing it would replace the pool
+                    "version",           # auto-upgrade moves it with the release channel
+                ],
+            ),
+        )
