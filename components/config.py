@@ -79,6 +79,7 @@ MACHINE_SHAPES: dict[str, MachineShape] = {
     ),
 }
 
+DEFAULT_KUBERAY_CHART_VERSION = "1.7.0"
 PROVISIONING_MODELS = ("reservation", "spot", "flex-start")
 # Flex-start node pools serve ordinary pending GPU pods from this version on.
 FLEX_START_MIN_GKE_VERSION = "1.32.2-gke.1652000"
@@ -432,6 +433,14 @@ class StackConfig:
         if self.cluster.deletion_protection is not None:
             return self.cluster.deletion_protection
         return self.is_prod
+
+    @property
+    def helm_chart_version(self) -> Optional[str]:
+        """kuberay-operator chart version when KubeRay comes from Helm (default: KubeRay 1.7.0,
+        the version of the CRD schemas in shared/schemas)."""
+        if self.kuberay.operator != "helm":
+            return None
+        return self.kuberay.helm_chart_version or DEFAULT_KUBERAY_CHART_VERSION
 
     @property
     def gpu_disk_size_gb(self) -> int:
