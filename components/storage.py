@@ -1,0 +1,534 @@
+"""SharedStorage: the shared /data volume every Ray pod mounts, on Cloud Storage FUSE or Lustre.
+
+Owns, for ``gke-grpo:storage.kind: gcs``: the Cloud Storage bucket, the Kubernetes service
+account the Ray pods run as, the bucket-scoped IAM grant to that service account (Workload
+Identity Federation, no Google service account), and a static PersistentVolume/Claim on the
+Cloud Storage FUSE CSI driver with mount options chosen for GRPO (model loads, checkpoints).
+
+For ``kind: lustre``: the private-services-access range on the cluster VPC, the service
+networking peering, the firewall rule for Lustre's LNet port, the Managed Lustre instance, the
+same service account, and a static PersistentVolume/Claim on the Lustre CSI driver.
+
+Both kinds expose the same attributes (claim name, namespace, mount path, pod annotations,
+volumes and volume mounts ready for a pod template, service account, data layout), so the Ray
+cluster and the job never ask which kind they run on. The cluster side (CSI addons, the legacy
+Lustre port) belongs to GkeCluster.
+
+Facts relied on, all looked up 2026-12-01 (collected in the project's storage research notes):
+  [PERF]   docs.cloud.google.com/kubernetes-engine/docs/how-to/cloud-storage-fuse-csi-driver-perf
+           (page "Last updated 2026-04-10")
+  [PARAMS] GoogleCloudPlatform/gcsfuse cfg/params.yaml (defaults, machine-based optimizations)
+  [TRBL]   GoogleCloudPlatform/gcs-fuse-csi-driver docs/troubleshooting.md (sidecar "0" values)
+  [WHCFG]  GoogleCloudPlatform/gcs-fuse-csi-driver pkg/webhook/config.go (sidecar annotations)
+  [REL]    GoogleCloudPlatform/gcs-fuse-csi-driver docs/releases.md (feature -> GKE version)
+  [LCSI]   GoogleCloudPlatform/lustre-csi-driver examples/pre-prov/preprov-pvc-pv.yaml and
+           cloud.google.com/managed-lustre/docs/lustre-csi-driver-reference (static PV shape)
+  [PGCP]   pulumi-gcp 10.2.0 docstrings (lustre.Instance, servicenetworking.Connection, Bucket)
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.config import GcsStorage, LustreStorage, StackConfig, version_at_least
+
+# --------------------------------------------------------------------------------------------
+# What pods see: one volume, one mount path, one layout under it.
+# --------------------------------------------------------------------------------------------
+
+MOUNT_PATH = "/data"
+# The pod volume and the PVC share a name: a reader of a pod spec finds the claim at once.
+VOLUME_NAME = "shared-data"
+CLAIM_NAME = "shared-data"
+# The Kubernetes service account the Ray pods run as, for both kinds: on gcs it is the identity
+# the bucket grant names; on lustre it only keeps the pods off the namespace's `default` account.
+SERVICE_ACCOUNT_NAME = "grpo-workload"
+
+MODELS_DIR = "models"
+DATASETS_DIR = "datasets"
+# The tutorial's HF_HOME (shared/reference/tutorials.md §4), kept so its commands still apply.
+HF_CACHE_DIR = "huggingface_cache"
+CHECKPOINTS_DIR = "checkpoints"
+
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class DataLayout:
+    """Where things live under the shared mount. Plain paths, the same on both storage kinds.
+
+    ``models/<org>/<name>``: a Hugging Face snapshot staged once as plain files (``hf download
+    --local-dir``); ``datasets/<name>``: prepared data (parquet); ``huggingface_cache``: HF_HOME
+    for the small files libraries fetch at run time; ``checkpoints/<run>``: one directory per run,
+    written and resumed by every attempt of that run.
+    """
+
+    root: str = MOUNT_PATH
+    models: str = f"{MOUNT_PATH}/{MODELS_DIR}"
+    datasets: str = f"{MOUNT_PATH}/{DATASETS_DIR}"
+    hf_home: str = f"{MOUNT_PATH}/{HF_CACHE_DIR}"
+    checkpoints: str = f"{MOUNT_PATH}/{CHECKPOINTS_DIR}"
+
+    def model_dir(self, model_id: str) -> str:
+        """``Qwen/Qwen2.5-32B-Instruct`` -> ``/data/models/Qwen/Qwen2.5-32B-Instruct``."""
+        return _join_checked(self.models, model_id, "model id")
+
+    def dataset_dir(self, dataset: str) -> str:
+        return _join_checked(self.datasets, dataset, "dataset name")
+
+    def run_checkpoint_dir(self, run: str) -> str:
+        return _join_checked(self.checkpoints, run, "run name")
+
+
+def _join_checked(base: str, relative: str, what: str) -> str:
+    # Names come from config; a "../" or an absolute path must never escape the layout.
+    parts = relative.split("/")
+    if not relative or not all(_SAFE_SEGMENT.match(part) for part in parts):
+        raise ValueError(f"{what} {relative!r}: expected '/'-separated names of letters, digits, "
+                         "'.', '_' and '-', each starting with a letter or digit")
+    return posixpath.join(base, *parts)
+
+
+DATA_LAYOUT = DataLayout()
+
+# --------------------------------------------------------------------------------------------
+# Cloud Storage FUSE
+# --------------------------------------------------------------------------------------------
+
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+BUCKET_ROLE = "roles/storage.objectUser"
+# Cloud Storage has no capacity: Kubernetes requires the field on a PV and checks only that the
+# claim asks for no more. Nominal, and the same on PV and PVC.
+GCS_NOMINAL_CAPACITY = "1Ti"
+
+# Streaming writes buffer 32 MiB blocks in the sidecar's memory ([PARAMS] write.block-size-mb).
+WRITE_BLOCK_MIB = 32
+# GKE's own choice for a3-ultragpu-8g / a4-highgpu-8g ("high-performance" machine group,
+# [PARAMS] write.global-max-blocks), used when the sidecar's memory is unlimited.
+UNLIMITED_MEMORY_WRITE_BLOCKS = 1600
+# Bounded metadata caches: the stat and type caches live in the sidecar's memory, which is
+# capped on Autopilot (-1, "unlimited", is how the sidecar OOMs). 1024/128 MiB are GKE's
+# machine-based values for A3/A4 ([PARAMS]); 1024 MiB holds ~630,000 entries of ~1,688 bytes.
+STAT_CACHE_MIB = 1024
+TYPE_CACHE_MIB = 128
+# HNS-less buckets: a directory rename copies every object below it; NeMo RL renames
+# tmp_step_N -> step_N. 200000 is the value of the aiml-checkpointing profile ([PARAMS]).
+RENAME_DIR_LIMIT = 200_000
+# Kernel read-ahead for the FUSE mount, as in Google's inference recipe [PERF].
+READ_AHEAD_KB = 1024
+# Minimum GKE versions of the options below ([REL], [PERF]): older nodes refuse them.
+STREAMING_WRITES_MIN_GKE = "1.32.1-gke.1753001"
+READ_AHEAD_MIN_GKE = "1.32.2-gke.1297001"
+
+# Sidecar resources when the config leaves them unset. Standard: "0" removes the limit so
+# gcsfuse may use the node's idle CPU and memory (Standard only [TRBL]; [PERF] recommends it).
+# Autopilot refuses "0" and needs explicit limits (also the requests: an unset request copies
+# the limit [WHCFG]); the values are a budget taken from the pod's share of the node.
+STANDARD_SIDECAR_CPU = "0"
+STANDARD_SIDECAR_MEMORY = "0"
+AUTOPILOT_SIDECAR_CPU = "8"
+AUTOPILOT_SIDECAR_MEMORY = "32Gi"
+# The file cache is an emptyDir on node ephemeral storage (Local SSD on A3 Ultra and A4 [PERF]),
+# counted against the sidecar's ephemeral-storage limit, which must exceed it [PERF]. The
+# headroom also holds files staged when a write cannot stream (non-sequential writes).
+EPHEMERAL_HEADROOM_MIN_GIB = 50
+EPHEMERAL_HEADROOM_FRACTION = 0.10
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_QUANTITY_FACTORS = {
+    None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+
+
+def quantity_bytes(quantity: str, key: str = "quantity") -> int:
+    """A Kubernetes memory/storage quantity ("32Gi", "64G", "0") in bytes."""
+    match = _QUANTITY.match(quantity.strip())
+    if not match:
+        raise ValueError(f"{key}: {quantity!r} is not a Kubernetes quantity such as 32Gi")
+    return int(float(match.group(1)) * _QUANTITY_FACTORS[match.group(2)])
+
+
+@dataclass(frozen=True)
+class SidecarLimits:
+    cpu: str
+    memory: str
+    ephemeral_storage: str
+
+
+def gcsfuse_sidecar_limits(gcs: GcsStorage, autopilot: bool) -> SidecarLimits:
+    """The gcsfuse sidecar's limits: config values when set, otherwise per cluster mode."""
+    headroom = max(EPHEMERAL_HEADROOM_MIN_GIB,
+                   math.ceil(gcs.file_cache_size_gib * EPHEMERAL_HEADROOM_FRACTION))
+    return SidecarLimits(
+        cpu=gcs.sidecar_cpu_limit or (AUTOPILOT_SIDECAR_CPU if autopilot else STANDARD_SIDECAR_CPU),
+        memory=gcs.sidecar_memory_limit or (
+            AUTOPILOT_SIDECAR_MEMORY if autopilot else STANDARD_SIDECAR_MEMORY),
+        ephemeral_storage=gcs.sidecar_ephemeral_storage_limit
+        or f"{gcs.file_cache_size_gib + headroom}Gi",
+    )
+
+
+def gcsfuse_pod_annotations(limits: SidecarLimits) -> dict[str, str]:
+    # Exact keys from the sidecar injection webhook [WHCFG]; they belong on the pod template.
+    return {
+        "gke-gcsfuse/volumes": "true",
+        "gke-gcsfuse/cpu-limit": limits.cpu,
+        "gke-gcsfuse/memory-limit": limits.memory,
+        "gke-gcsfuse/ephemeral-storage-limit": limits.ephemeral_storage,
+    }
+
+
+def write_global_max_blocks(memory_limit: str) -> int:
+    """Streaming-write blocks the sidecar may hold: half of a finite memory limit (the rest is
+    for the metadata caches and download buffers), or GKE's A3/A4 value when unlimited."""
+    limit = quantity_bytes(memory_limit, "gke-grpo:storage.gcs.sidecarMemoryLimit")
+    if limit == 0:
+        return UNLIMITED_MEMORY_WRITE_BLOCKS
+    return max(4, limit // 2 // (WRITE_BLOCK_MIB * 2**20))
+
+
+def gcsfuse_mount_options(gcs: GcsStorage, limits: SidecarLimits, gke_version: str) -> list[str]:
+    """PV mountOptions (config-file key form, accepted by GKE [PERF]); README explains each.
+
+    Stated explicitly even where GKE's machine-based auto-config would pick the same value: it
+    skips nodes older than 1.33.2-gke.4655000 and 1.34.1-gke.1431000 to 1.34.1-gke.3403001
+    [PERF], and a stated value reads the same in every preview.
+    """
+    options = [
+        # Directories that exist only as object prefixes (uploads by `gcloud storage cp -r` to a
+        # flat bucket) are listed and traversable.
+        "implicit-dirs",
+        # Metadata cache ON with a finite TTL (the tutorial's ttl-secs:0 disables it): stat
+        # results are reused for this long; files changed from another node show up after it.
+        f"metadata-cache:ttl-secs:{gcs.metadata_cache_ttl_seconds}",
+        # No negative cache: a file another pod just created (a checkpoint marker) is visible
+        # at once instead of "not found" for the default 5 s.
+        "metadata-cache:negative-ttl-secs:0",
+        f"metadata-cache:stat-cache-max-size-mb:{STAT_CACHE_MIB}",
+        f"metadata-cache:type-cache-max-size-mb:{TYPE_CACHE_MIB}",
+    ]
+    if gcs.file_cache_size_gib > 0:
+        options += [
+            # Bounded by config: -1 ("the whole volume") lets the cache fill the node's disk.
+            f"file-cache:max-size-mb:{gcs.file_cache_size_gib * 1024}",
+            # safetensors loaders read by range; without this those reads bypass the cache and
+            # every load goes back to Cloud Storage.
+            "file-cache:cache-file-for-range-read:true",
+            # Large shards download in parallel chunks. Stated because the gcsfuse default
+            # (false in params.yaml) and its CLI doc ("on with the file cache") disagree.
+            # Needs the file cache: GKE refuses the mount otherwise [PERF].
+            "file-cache:enable-parallel-downloads:true",
+        ]
+    if version_at_least(gke_version, STREAMING_WRITES_MIN_GKE):
+        options += [
+            # Checkpoints stream to Cloud Storage as they are written instead of being staged
+            # whole on the node's disk first [PERF].
+            "write:enable-streaming-writes:true",
+            f"write:global-max-blocks:{write_global_max_blocks(limits.memory)}",
+        ]
+    if not gcs.hierarchical_namespace:
+        # Without HNS a directory rename is a copy of every object below it and gcsfuse
+        # refuses it by default (limit 0). HNS renames folders atomically instead [PERF].
+        options.append(f"file-system:rename-dir-limit:{RENAME_DIR_LIMIT}")
+    if version_at_least(gke_version, READ_AHEAD_MIN_GKE):
+        options.append(f"read_ahead_kb={READ_AHEAD_KB}")
+    return options
+
+
+def workload_identity_member(project_number: str, project: str, namespace: str, ksa: str) -> str:
+    """The principal of a Kubernetes service account under Workload Identity Federation for GKE
+    (no Google service account to impersonate); shared/reference/tutorials.md §3."""
+    return (f"principal://iam.googleapis.com/projects/{project_number}/locations/global/"
+            f"workloadIdentityPools/{project}.svc.id.goog/subject/ns/{namespace}/sa/{ksa}")
+
+
+# --------------------------------------------------------------------------------------------
+# Managed Lustre
+# --------------------------------------------------------------------------------------------
+
+LUSTRE_DRIVER = "lustre.csi.storage.gke.io"
+# LNet listens on 988; the legacy port 6988 avoids gke-metadata-server's 988 on old nodes and is
+# what instances created with gke_support_enabled use (LustreCsiDriverConfig API reference).
+LUSTRE_PORT = 988
+LUSTRE_LEGACY_PORT = 6988
+
+
+def parse_lustre_mount_point(mount_point: str) -> tuple[str, str]:
+    """``"10.96.0.5@tcp:/lustrefs"`` -> ``("10.96.0.5", "lustrefs")``: the instance's
+    ``mount_point`` output has the form ``IP@tcp:/FILESYSTEM`` [PGCP]; the CSI driver wants the
+    two parts as the ``ip`` and ``filesystem`` volume attributes [LCSI]."""
+    match = re.fullmatch(r"([^@\s]+)@tcp:/([A-Za-z0-9]+)/?", mount_point or "")
+    if not match:
+        raise ValueError(f"Lustre mount point {mount_point!r}: expected IP@tcp:/FILESYSTEM")
+    return match.group(1), match.group(2)
+
+
+# --------------------------------------------------------------------------------------------
+# The component
+# --------------------------------------------------------------------------------------------
+
+
+class SharedStorage(pulumi.ComponentResource):
+    claim_name: str
+    namespace: pulumi.Output[str]
+    mount_path: str
+    pod_annotations: dict[str, str]
+    volumes: list[dict]
+    volume_mounts: list[dict]
+    service_account_name: str
+    data_layout: DataLayout
+    # For dependants: the RayCluster must wait for the claim (DESIGN.md "Lifecycle").
+    service_account: k8s.core.v1.ServiceAccount
+    persistent_volume: k8s.core.v1.PersistentVolume
+    persistent_volume_claim: k8s.core.v1.PersistentVolumeClaim
+    # gcs only (None on lustre): the sidecar's limits (on Autopilot they are taken from the
+    # pod's share of the node), the bucket and its grant.
+    sidecar_limits: SidecarLimits | None
+    bucket: gcp.storage.Bucket | None
+    bucket_iam_member: gcp.storage.BucketIAMMember | None
+    # lustre only (None on gcs).
+    lustre_range: gcp.compute.GlobalAddress | None
+    lustre_peering: gcp.servicenetworking.Connection | None
+    lustre_firewall: gcp.compute.Firewall | None
+    lustre_instance: gcp.lustre.Instance | None
+
+    def __init__(self, name: str, config: StackConfig, *, cluster_network: gcp.compute.Network,
+                 namespace: pulumi.Input[str], kubernetes_provider: k8s.Provider,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gke-grpo:components:SharedStorage", name, None, opts)
+        self._name = name
+        self._config = config
+        self._provider = kubernetes_provider
+        self.namespace = pulumi.Output.from_input(namespace)
+        self.claim_name = CLAIM_NAME
+        self.mount_path = MOUNT_PATH
+        self.service_account_name = SERVICE_ACCOUNT_NAME
+        self.data_layout = DATA_LAYOUT
+        self.volumes = [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": CLAIM_NAME}}]
+        self.volume_mounts = [{"name": VOLUME_NAME, "mountPath": MOUNT_PATH}]
+        self.bucket = self.bucket_iam_member = None
+        self.lustre_range = self.lustre_peering = self.lustre_firewall = self.lustre_instance = None
+        self._labels = {"app.kubernetes.io/part-of": "gke-grpo",
+                        "app.kubernetes.io/component": "shared-storage"}
+
+        # Same identity on both kinds, so pod templates never depend on the storage kind.
+        self.service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-ksa",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=SERVICE_ACCOUNT_NAME, namespace=self.namespace, labels=self._labels),
+            opts=self._k8s_opts(),
+        )
+
+        if config.storage.kind == "gcs":
+            self._gcs(config.storage.gcs or GcsStorage())
+        else:
+            self._lustre(config.storage.lustre or LustreStorage(), cluster_network)
+
+        self.register_outputs({
+            "claim_name": self.claim_name,
+            "namespace": self.namespace,
+            "mount_path": self.mount_path,
+            "service_account_name": self.service_account_name,
+            "pod_annotations": self.pod_annotations,
+            "bucket": self.bucket.name if self.bucket else None,
+            "lustre_mount_point": self.lustre_instance.mount_point if self.lustre_instance else None,
+        })
+
+    def _k8s_opts(self, **kwargs) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, provider=self._provider, **kwargs)
+
+    # ---- Cloud Storage FUSE -----------------------------------------------------------------
+    def _gcs(self, gcs: GcsStorage) -> None:
+        name, config = self._name, self._config
+        labels = {"gke-grpo-stack": config.stack, "gke-grpo-environment": config.environment}
+        self.bucket = gcp.storage.Bucket(
+            f"{name}-bucket",
+            name=gcs.bucket_name or f"{config.cluster.name}-{config.project}",
+            project=config.project,
+            # Same region as the GPU nodes: no cross-region egress, lowest latency.
+            location=config.region,
+            uniform_bucket_level_access=True,
+            # HNS: atomic folder renames for checkpoint directories [PERF]; needs uniform access.
+            hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(
+                enabled=gcs.hierarchical_namespace),
+            # Stated even when 0 (off): an omitted block keeps whatever the server has [PGCP].
+            soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
+                retention_duration_seconds=gcs.soft_delete_retention_days * 86400),
+            public_access_prevention="enforced",
+            # A dev destroy removes everything (DESIGN.md "Lifecycle"), objects included, and
+            # soft delete keeps them restorable for the retention period. prod: never.
+            force_destroy=not config.is_prod,
+            labels=labels,
+            opts=pulumi.ResourceOptions(parent=self, protect=config.is_prod),
+        )
+
+        # The project number comes from the API, never from config: a typo there would grant
+        # access to another project's identity.
+        project_number = gcp.organizations.get_project_output(
+            project_id=config.project, opts=pulumi.InvokeOutputOptions(parent=self)).number
+        ksa_name = self.service_account.metadata.apply(lambda metadata: metadata.name)
+        member = pulumi.Output.all(project_number, self.namespace, ksa_name).apply(
+            lambda parts: workload_identity_member(parts[0], config.project, parts[1], parts[2]))
+        # On this bucket only: the pods get nothing project-wide.
+        self.bucket_iam_member = gcp.storage.BucketIAMMember(
+            f"{name}-bucket-object-user",
+            bucket=self.bucket.name,
+            role=BUCKET_ROLE,
+            member=member,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+        limits = gcsfuse_sidecar_limits(gcs, config.autopilot)
+        self.sidecar_limits = limits
+        self.pod_annotations = gcsfuse_pod_annotations(limits)
+        volume_attributes = {}
+        if gcs.skip_bucket_access_check:
+            # Off by default: skipping hides IAM mistakes until the first read (tutorial defect 6).
+            volume_attributes["skipCSIBucketAccessCheck"] = "true"
+
+        self.persistent_volume = k8s.core.v1.PersistentVolume(
+            f"{name}-pv",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=f"{config.cluster.name}-{VOLUME_NAME}", labels=self._labels),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                access_modes=["ReadWriteMany"],
+                capacity={"storage": GCS_NOMINAL_CAPACITY},
+                # Retain: deleting the PV (or the stack's Kubernetes side) never touches data.
+                persistent_volume_reclaim_policy="Retain",
+                # "" = no class, no dynamic provisioning; no dummy StorageClass to maintain.
+                storage_class_name="",
+                mount_options=gcsfuse_mount_options(gcs, limits, config.cluster.min_master_version),
+                # Reserved for our claim: no other PVC in the cluster can bind it first.
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(
+                    namespace=self.namespace, name=CLAIM_NAME),
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=GCSFUSE_DRIVER,
+                    volume_handle=self.bucket.name,
+                    volume_attributes=volume_attributes or None,
+                ),
+            ),
+            # The grant first: a pod mounting before it exists fails the driver's access check.
+            opts=self._k8s_opts(depends_on=[self.bucket, self.bucket_iam_member]),
+        )
+        self._claim(GCS_NOMINAL_CAPACITY)
+
+    # ---- Managed Lustre ----------------------------------------------------------------------
+    def _lustre(self, lustre: LustreStorage, cluster_network: gcp.compute.Network) -> None:
+        name, config = self._name, self._config
+        cluster_name = config.cluster.name
+        self.sidecar_limits = None
+        self.pod_annotations = {}
+
+        # Private services access: Lustre lives in a Google-managed VPC peered to ours and
+        # takes its addresses from this range (a /24 per instance).
+        self.lustre_range = gcp.compute.GlobalAddress(
+            f"{name}-lustre-range",
+            name=f"{cluster_name}-lustre-range",
+            project=config.project,
+            purpose="VPC_PEERING",
+            address_type="INTERNAL",
+            prefix_length=lustre.peering_prefix_length,
+            network=cluster_network.id,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.lustre_peering = gcp.servicenetworking.Connection(
+            f"{name}-lustre-peering",
+            network=cluster_network.id,
+            service="servicenetworking.googleapis.com",
+            reserved_peering_ranges=[self.lustre_range.name],
+            # REMOVE_PEERING: delete the connection, and if the API refuses because the producer
+            # has not released it yet (it lags the instance's deletion), remove the peering so
+            # the network can still be deleted [PGCP]. ABANDON would leave the peering and block
+            # deleting the VPC; plain DELETE leaves a destroy stuck on that refusal. The VPC is
+            # this stack's own, so no other service's peering can be cut.
+            deletion_policy="REMOVE_PEERING",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        port = LUSTRE_LEGACY_PORT if lustre.legacy_port else LUSTRE_PORT
+        # Lustre servers talk back to their clients over LNet: allow it in from the PSA range
+        # only, on the one port the cluster's CSI driver uses (Cluster Toolkit opens 988).
+        self.lustre_firewall = gcp.compute.Firewall(
+            f"{name}-lustre-lnet",
+            name=f"{cluster_name}-lustre-lnet",
+            project=config.project,
+            network=cluster_network.id,
+            direction="INGRESS",
+            source_ranges=[pulumi.Output.concat(
+                self.lustre_range.address, "/", str(lustre.peering_prefix_length))],
+            allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        instance_id = lustre.instance_id or f"{cluster_name}-lustre"
+        self.lustre_instance = gcp.lustre.Instance(
+            f"{name}-lustre",
+            instance_id=instance_id,
+            project=config.project,
+            location=config.zone,
+            filesystem=lustre.filesystem,
+            # int64 fields travel as strings in this API [PGCP].
+            capacity_gib=str(lustre.capacity_gib),
+            per_unit_storage_throughput=str(lustre.throughput_tier),
+            network=cluster_network.id,
+            # One choice with the cluster's legacy port: such instances need port 6988.
+            gke_support_enabled=lustre.legacy_port,
+            description=f"gke-grpo shared data for {cluster_name}",
+            labels={"gke-grpo-stack": config.stack, "gke-grpo-environment": config.environment},
+            opts=pulumi.ResourceOptions(
+                parent=self, protect=config.is_prod,
+                # The instance needs the peering up to get an address; on destroy it goes first.
+                depends_on=[self.lustre_peering]),
+        )
+
+        endpoint = self.lustre_instance.mount_point.apply(parse_lustre_mount_point)
+        capacity = f"{lustre.capacity_gib}Gi"
+        self.persistent_volume = k8s.core.v1.PersistentVolume(
+            f"{name}-pv",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=f"{cluster_name}-{VOLUME_NAME}", labels=self._labels),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                access_modes=["ReadWriteMany"],
+                capacity={"storage": capacity},
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(
+                    namespace=self.namespace, name=CLAIM_NAME),
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=LUSTRE_DRIVER,
+                    # <project>/<location>/<instance> [LCSI].
+                    volume_handle=f"{config.project}/{config.zone}/{instance_id}",
+                    volume_attributes={
+                        "ip": endpoint.apply(lambda parts: parts[0]),
+                        "filesystem": endpoint.apply(lambda parts: parts[1]),
+                    },
+                ),
+            ),
+            # Pods mount as soon as the claim binds: the LNet port must be open by then.
+            opts=self._k8s_opts(depends_on=[self.lustre_instance, self.lustre_firewall]),
+        )
+        self._claim(capacity)
+
+    # ---- the claim, same on both kinds -------------------------------------------------------
+    def _claim(self, storage: str) -> None:
+        self.persistent_volume_claim = k8s.core.v1.PersistentVolumeClaim(
+            f"{self._name}-pvc",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=CLAIM_NAME, namespace=self.namespace, labels=self._labels),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadWriteMany"],
+                # Explicit "": omitted, the default StorageClass would be filled in and GKE
+                # would provision a new disk instead of binding our volume.
+                storage_class_name="",
+                volume_name=self.persistent_volume.metadata.apply(lambda metadata: metadata.name),
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(
+                    requests={"storage": storage}),
+            ),
+            opts=self._k8s_opts(),
+        )
