@@ -10,6 +10,7 @@ from components.config import load_stack_config, read_pulumi_config
 from components.cluster import GkeCluster
 from components.gpu_capacity import GpuCapacity
 from components.networks import GpuNetworks
+from components.storage import SharedStorage
 
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
 # before any resource exists.
@@ -18,6 +19,8 @@ config = load_stack_config(*read_pulumi_config(), stack=pulumi.get_stack())
 networks = GpuNetworks("networks", config)
 cluster = GkeCluster("cluster", config, networks)
 capacity = GpuCapacity("gpu", config, cluster, networks)
+storage = SharedStorage("storage", config, cluster_network=networks.cluster_network,
+                        namespace=cluster.namespace_name, kubernetes_provider=cluster.provider)
 
 pulumi.export("clusterNetwork", networks.cluster_network.name)
 pulumi.export("gvnicNetwork", networks.gvnic_network.name)
@@ -32,3 +35,6 @@ pulumi.export("gpuPodNodeSelector", capacity.pod_node_selector)
 pulumi.export("getCredentials", pulumi.Output.concat(
     "gcloud container clusters get-credentials ", cluster.cluster.name,
     " --location ", cluster.cluster.location, " --project ", config.project))
+pulumi.export("sharedClaim", storage.claim_name)
+pulumi.export("sharedMountPath", storage.mount_path)
+pulumi.export("workloadServiceAccount", storage.service_account_name)

@@ -137,6 +137,25 @@ _GKE_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?$")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_QUANTITY_FACTORS = {
+    None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+
+
+_CPU_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?m?$")
+
+
+def quantity_bytes(quantity: str, key: str = "quantity") -> int:
+    """A Kubernetes memory/storage quantity ("32Gi", "64G", "0") in bytes."""
+    match = _QUANTITY.match(quantity.strip())
+    if not match:
+        raise ValueError(f"{key}: {quantity!r} is not a Kubernetes quantity such as 32Gi")
+    return int(float(match.group(1)) * _QUANTITY_FACTORS[match.group(2)])
+
+
+
 # --------------------------------------------------------------------------------------------
 # Problems
 # --------------------------------------------------------------------------------------------
@@ -435,6 +454,20 @@ class StackConfig:
         return self.is_prod
 
     @property
+    def bucket_name(self) -> Optional[str]:
+        if self.storage.kind != "gcs":
+            return None
+        gcs = self.storage.gcs or GcsStorage()
+        return gcs.bucket_name or self.names.bucket(self.project)
+
+    @property
+    def lustre_instance_id(self) -> Optional[str]:
+        if self.storage.kind != "lustre":
+            return None
+        lustre = self.storage.lustre or LustreStorage()
+        return lustre.instance_id or self.names.lustre_instance
+
+    @property
     def helm_chart_version(self) -> Optional[str]:
         """kuberay-operator chart version when KubeRay comes from Helm (default: KubeRay 1.7.0,
         the version of the CRD schemas in shared/schemas)."""
@@ -503,6 +536,21 @@ class ResourceNames:
         return f"{self.cluster}-rdma-sub-{index}"
 
     @property
+    def lustre_range(self) -> str:
+        return f"{self.cluster}-lustre-range"
+
+    @property
+    def lustre_firewall(self) -> str:
+        return f"{self.cluster}-lustre-lnet"
+
+    @property
+    def lustre_instance(self) -> str:
+        return f"{self.cluster}-lustre"
+
+    def bucket(self, project: str) -> str:
+        return f"{self.cluster}-{project}"
+
+    @property
     def pod_range(self) -> str:
         return f"{self.cluster}-pods"
 
@@ -514,6 +562,7 @@ class ResourceNames:
         names = [
             self.cluster_network, self.cluster_subnet, self.gvnic_network, self.gvnic_subnet,
             self.gvnic_firewall, self.rdma_network, self.pod_range, self.service_range,
+            self.lustre_range, self.lustre_firewall, self.lustre_instance,
         ]
         return names + [self.rdma_subnet(i) for i in range(self.rdma_nics)]
 
@@ -647,7 +696,8 @@ def load_stack_config(
     shape_keys = [p.key for p in problems]
     rule_problems: list[Problem] = []
     valid_region = region if isinstance(region, str) and _REGION.match(region) else None
-    _Rules(rule_problems, parsed, valid_region).run()
+    valid_project = project if isinstance(project, str) and _PROJECT_ID.match(project) else None
+    _Rules(rule_problems, parsed, valid_region, valid_project).run()
     # A field that failed its shape check was dropped and defaulted: a rule about it would
     # report a value the user never gave.
     problems += [p for p in rule_problems if not any(
@@ -678,7 +728,7 @@ class _Rules:
     """Rules spanning several keys. Each check reads only areas that parsed."""
 
     def __init__(self, problems: list[Problem], parsed: dict[str, Optional[_Area]],
-                 region: Optional[str]):
+                 region: Optional[str], project: Optional[str] = None):
         self.problems = problems
         self.cluster: Optional[ClusterConfig] = parsed["cluster"]
         self.gpu: Optional[GpuConfig] = parsed["gpu"]
@@ -687,6 +737,7 @@ class _Rules:
         self.kuberay: Optional[KubeRayConfig] = parsed["kuberay"]
         self.job: Optional[JobConfig] = parsed["job"]
         self.region = region
+        self.project = project
 
     def add(self, key: str, given: Any, allowed: str) -> None:
         self.problems.append(Problem(f"{PROJECT}:{key}", given, allowed))
@@ -888,19 +939,51 @@ class _Rules:
         if getattr(s, other) is not None:
             self.add(f"storage.{other}", getattr(s, other).model_dump(by_alias=True, exclude_none=True),
                      f'only with storage.kind "{other}" (kind is "{s.kind}")')
-        if s.kind == "gcs" and s.gcs is not None and s.gcs.bucket_name is not None:
-            name = s.gcs.bucket_name
-            if not _BUCKET.match(name) or name.startswith("goog") or "google" in name or ".." in name:
-                self.add("storage.gcs.bucketName", name, "3-63 characters: lowercase letters, "
-                         "digits, hyphens, underscores and dots, starting and ending with a letter "
-                         'or digit, not starting with "goog" nor containing "google"')
+        if s.kind == "gcs":
+            self._check_gcs(s.gcs or GcsStorage())
         if s.kind == "lustre":
             self._check_lustre(s.lustre or LustreStorage())
-        if s.kind == "gcs" and s.gcs is not None:
-            gcs = s.gcs
-            if gcs.soft_delete_retention_days not in range(7, 91) and gcs.soft_delete_retention_days != 0:
-                self.add("storage.gcs.softDeleteRetentionDays", gcs.soft_delete_retention_days,
-                         "0 (soft delete off) or 7-90 days (Cloud Storage's allowed range)")
+
+    def _check_gcs(self, gcs: "GcsStorage") -> None:
+        key = "storage.gcs.bucketName"
+        name = gcs.bucket_name
+        if name is None and self.cluster is not None and self.project:
+            name, key = ResourceNames(self.cluster.name, 8).bucket(self.project), "cluster.name"
+        if name is not None and (not _BUCKET.match(name) or name.startswith("goog")
+                                 or "google" in name or ".." in name):
+            what = "" if key.endswith("bucketName") else (
+                f"the default bucket name {name!r} (<cluster name>-<project>) is invalid; set "
+                f"{PROJECT}:storage.gcs.bucketName or shorten the cluster name. A bucket name is ")
+            self.add(key, gcs.bucket_name if key.endswith("bucketName") else self.cluster.name,
+                     what + "3-63 characters: lowercase letters, digits, hyphens, underscores "
+                     "and dots, starting and ending with a letter or digit, not starting with "
+                     '"goog" nor containing "google"')
+        if gcs.soft_delete_retention_days not in range(7, 91) and gcs.soft_delete_retention_days != 0:
+            self.add("storage.gcs.softDeleteRetentionDays", gcs.soft_delete_retention_days,
+                     "0 (soft delete off) or 7-90 days (Cloud Storage's allowed range)")
+        if gcs.metadata_cache_ttl_seconds == 0:
+            self.add("storage.gcs.metadataCacheTtlSeconds", 0, "a positive TTL or -1 (never "
+                     "expire): 0 turns gcsfuse's metadata cache off (a defect of the tutorial)")
+        autopilot = self.cluster is not None and self.cluster.mode == "autopilot"
+        for field, value, cpu in (("sidecarCpuLimit", gcs.sidecar_cpu_limit, True),
+                                  ("sidecarMemoryLimit", gcs.sidecar_memory_limit, False),
+                                  ("sidecarEphemeralStorageLimit", gcs.sidecar_ephemeral_storage_limit, False)):
+            if value is None:
+                continue
+            valid = _CPU_QUANTITY.match(value) if cpu else _QUANTITY.match(value)
+            if not valid:
+                self.add(f"storage.gcs.{field}", value, "a Kubernetes quantity such as "
+                         + ('"8" or "500m"' if cpu else '"32Gi"'))
+                continue
+            zero = float(re.match(r"[0-9.]+", value).group(0)) == 0
+            if autopilot and zero:
+                self.add(f"storage.gcs.{field}", value, 'a non-zero limit: "0" (unlimited) '
+                         "works on Standard clusters only")
+            elif field == "sidecarEphemeralStorageLimit" and not zero and \
+                    quantity_bytes(value) <= gcs.file_cache_size_gib * 2**30:
+                self.add(f"storage.gcs.{field}", value, f"more than the file cache "
+                         f"({gcs.file_cache_size_gib}Gi, storage.gcs.fileCacheSizeGib): the "
+                         "cache lives in the sidecar's ephemeral storage")
 
     def _check_lustre(self, lustre: "LustreStorage") -> None:
         tier = LUSTRE_TIERS.get(lustre.throughput_tier)

@@ -37,7 +37,9 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.config import GcsStorage, LustreStorage, StackConfig, version_at_least
+from components.config import (
+    GcsStorage, LustreStorage, StackConfig, quantity_bytes, version_at_least,
+)
 
 # --------------------------------------------------------------------------------------------
 # What pods see: one volume, one mount path, one layout under it.
@@ -140,21 +142,6 @@ AUTOPILOT_SIDECAR_MEMORY = "32Gi"
 # headroom also holds files staged when a write cannot stream (non-sequential writes).
 EPHEMERAL_HEADROOM_MIN_GIB = 50
 EPHEMERAL_HEADROOM_FRACTION = 0.10
-
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
-_QUANTITY_FACTORS = {
-    None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-}
-
-
-def quantity_bytes(quantity: str, key: str = "quantity") -> int:
-    """A Kubernetes memory/storage quantity ("32Gi", "64G", "0") in bytes."""
-    match = _QUANTITY.match(quantity.strip())
-    if not match:
-        raise ValueError(f"{key}: {quantity!r} is not a Kubernetes quantity such as 32Gi")
-    return int(float(match.group(1)) * _QUANTITY_FACTORS[match.group(2)])
-
 
 @dataclass(frozen=True)
 class SidecarLimits:
@@ -351,7 +338,7 @@ class SharedStorage(pulumi.ComponentResource):
         labels = {"gke-grpo-stack": config.stack, "gke-grpo-environment": config.environment}
         self.bucket = gcp.storage.Bucket(
             f"{name}-bucket",
-            name=gcs.bucket_name or f"{config.cluster.name}-{config.project}",
+            name=config.bucket_name,
             project=config.project,
             # Same region as the GPU nodes: no cross-region egress, lowest latency.
             location=config.region,
@@ -431,7 +418,7 @@ class SharedStorage(pulumi.ComponentResource):
         # takes its addresses from this range (a /24 per instance).
         self.lustre_range = gcp.compute.GlobalAddress(
             f"{name}-lustre-range",
-            name=f"{cluster_name}-lustre-range",
+            name=config.names.lustre_range,
             project=config.project,
             purpose="VPC_PEERING",
             address_type="INTERNAL",
@@ -457,7 +444,7 @@ class SharedStorage(pulumi.ComponentResource):
         # only, on the one port the cluster's CSI driver uses (Cluster Toolkit opens 988).
         self.lustre_firewall = gcp.compute.Firewall(
             f"{name}-lustre-lnet",
-            name=f"{cluster_name}-lustre-lnet",
+            name=config.names.lustre_firewall,
             project=config.project,
             network=cluster_network.id,
             direction="INGRESS",
@@ -466,7 +453,7 @@ class SharedStorage(pulumi.ComponentResource):
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])],
             opts=pulumi.ResourceOptions(parent=self),
         )
-        instance_id = lustre.instance_id or f"{cluster_name}-lustre"
+        instance_id = config.lustre_instance_id
         self.lustre_instance = gcp.lustre.Instance(
             f"{name}-lustre",
             instance_id=instance_id,
