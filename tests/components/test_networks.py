@@ -72,7 +72,7 @@ def test_cidrs_follow_the_config():
 
 def test_every_child_is_parented_to_the_component(stack_preview):
     [component] = stack_preview.by_type("gke-grpo:components:GpuNetworks")
-    children = [r for r in stack_preview.resources if r.type.startswith("gcp:compute/")]
+    children = [r for r in stack_preview.resources if r.name.startswith("networks-")]
     assert children and all(r.parent == component.urn for r in children)
 
 
