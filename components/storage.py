@@ -29,7 +29,6 @@ Facts relied on, all looked up 2026-12-01 (collected in the project's storage re
 from __future__ import annotations
 
 import math
-import posixpath
 import re
 from dataclasses import dataclass
 
@@ -37,6 +36,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from jobs.layout import DATA_LAYOUT, MOUNT_PATH, DataLayout
 from components.config import (
     GcsStorage, LustreStorage, StackConfig, quantity_bytes, version_at_least,
 )
@@ -45,60 +45,14 @@ from components.config import (
 # What pods see: one volume, one mount path, one layout under it.
 # --------------------------------------------------------------------------------------------
 
-MOUNT_PATH = "/data"
+# The layout under the mount lives in jobs/layout.py: the job code that runs on the Ray head
+# reads it there without importing Pulumi.
 # The pod volume and the PVC share a name: a reader of a pod spec finds the claim at once.
 VOLUME_NAME = "shared-data"
 CLAIM_NAME = "shared-data"
 # The Kubernetes service account the Ray pods run as, for both kinds: on gcs it is the identity
 # the bucket grant names; on lustre it only keeps the pods off the namespace's `default` account.
 SERVICE_ACCOUNT_NAME = "grpo-workload"
-
-MODELS_DIR = "models"
-DATASETS_DIR = "datasets"
-# The tutorial's HF_HOME (shared/reference/tutorials.md §4), kept so its commands still apply.
-HF_CACHE_DIR = "huggingface_cache"
-CHECKPOINTS_DIR = "checkpoints"
-
-_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-@dataclass(frozen=True)
-class DataLayout:
-    """Where things live under the shared mount. Plain paths, the same on both storage kinds.
-
-    ``models/<org>/<name>``: a Hugging Face snapshot staged once as plain files (``hf download
-    --local-dir``); ``datasets/<name>``: prepared data (parquet); ``huggingface_cache``: HF_HOME
-    for the small files libraries fetch at run time; ``checkpoints/<run>``: one directory per run,
-    written and resumed by every attempt of that run.
-    """
-
-    root: str = MOUNT_PATH
-    models: str = f"{MOUNT_PATH}/{MODELS_DIR}"
-    datasets: str = f"{MOUNT_PATH}/{DATASETS_DIR}"
-    hf_home: str = f"{MOUNT_PATH}/{HF_CACHE_DIR}"
-    checkpoints: str = f"{MOUNT_PATH}/{CHECKPOINTS_DIR}"
-
-    def model_dir(self, model_id: str) -> str:
-        """``Qwen/Qwen2.5-32B-Instruct`` -> ``/data/models/Qwen/Qwen2.5-32B-Instruct``."""
-        return _join_checked(self.models, model_id, "model id")
-
-    def dataset_dir(self, dataset: str) -> str:
-        return _join_checked(self.datasets, dataset, "dataset name")
-
-    def run_checkpoint_dir(self, run: str) -> str:
-        return _join_checked(self.checkpoints, run, "run name")
-
-
-def _join_checked(base: str, relative: str, what: str) -> str:
-    # Names come from config; a "../" or an absolute path must never escape the layout.
-    parts = relative.split("/")
-    if not relative or not all(_SAFE_SEGMENT.match(part) for part in parts):
-        raise ValueError(f"{what} {relative!r}: expected '/'-separated names of letters, digits, "
-                         "'.', '_' and '-', each starting with a letter or digit")
-    return posixpath.join(base, *parts)
-
-
-DATA_LAYOUT = DataLayout()
 
 # --------------------------------------------------------------------------------------------
 # Cloud Storage FUSE

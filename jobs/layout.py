@@ -1,0 +1,60 @@
+"""Where things live under the shared mount (/data): models, datasets, the Hugging Face cache
+and one checkpoint directory per run.
+
+Standard library only: this module is imported on the Ray head by the job code as well as by
+the Pulumi program (components/storage.py).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+MOUNT_PATH = "/data"
+MODELS_DIR = "models"
+DATASETS_DIR = "datasets"
+# The tutorial's HF_HOME (shared/reference/tutorials.md §4), kept so its commands still apply.
+HF_CACHE_DIR = "huggingface_cache"
+CHECKPOINTS_DIR = "checkpoints"
+
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class DataLayout:
+    """Where things live under the shared mount. Plain paths, the same on both storage kinds.
+
+    ``models/<org>/<name>``: a Hugging Face snapshot staged once as plain files (``hf download
+    --local-dir``); ``datasets/<name>``: prepared data (parquet); ``huggingface_cache``: HF_HOME
+    for the small files libraries fetch at run time; ``checkpoints/<run>``: one directory per run,
+    written and resumed by every attempt of that run.
+    """
+
+    root: str = MOUNT_PATH
+    models: str = f"{MOUNT_PATH}/{MODELS_DIR}"
+    datasets: str = f"{MOUNT_PATH}/{DATASETS_DIR}"
+    hf_home: str = f"{MOUNT_PATH}/{HF_CACHE_DIR}"
+    checkpoints: str = f"{MOUNT_PATH}/{CHECKPOINTS_DIR}"
+
+    def model_dir(self, model_id: str) -> str:
+        """``Qwen/Qwen2.5-32B-Instruct`` -> ``/data/models/Qwen/Qwen2.5-32B-Instruct``."""
+        return _join_checked(self.models, model_id, "model id")
+
+    def dataset_dir(self, dataset: str) -> str:
+        return _join_checked(self.datasets, dataset, "dataset name")
+
+    def run_checkpoint_dir(self, run: str) -> str:
+        return _join_checked(self.checkpoints, run, "run name")
+
+
+def _join_checked(base: str, relative: str, what: str) -> str:
+    # Names come from config; a "../" or an absolute path must never escape the layout.
+    parts = relative.split("/")
+    if not relative or not all(_SAFE_SEGMENT.match(part) for part in parts):
+        raise ValueError(f"{what} {relative!r}: expected '/'-separated names of letters, digits, "
+                         "'.', '_' and '-', each starting with a letter or digit")
+    return posixpath.join(base, *parts)
+
+
+DATA_LAYOUT = DataLayout()
