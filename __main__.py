@@ -9,6 +9,7 @@ import pulumi
 from components.config import load_stack_config, read_pulumi_config
 from components.cluster import GkeCluster
 from components.gpu_capacity import GpuCapacity
+from components.kuberay import KubeRay
 from components.networks import GpuNetworks
 from components.storage import SharedStorage
 
@@ -21,6 +22,10 @@ cluster = GkeCluster("cluster", config, networks)
 capacity = GpuCapacity("gpu", config, cluster, networks)
 storage = SharedStorage("storage", config, cluster_network=networks.cluster_network,
                         namespace=cluster.namespace_name, kubernetes_provider=cluster.provider)
+secrets = pulumi.Config("gke-grpo")
+kuberay = KubeRay("kuberay", config, networks=networks, cluster=cluster, capacity=capacity,
+                  storage=storage, hf_token=secrets.require_secret("hfToken"),
+                  wandb_api_key=secrets.get_secret("wandbApiKey"))
 
 pulumi.export("clusterNetwork", networks.cluster_network.name)
 pulumi.export("gvnicNetwork", networks.gvnic_network.name)
@@ -38,3 +43,8 @@ pulumi.export("getCredentials", pulumi.Output.concat(
 pulumi.export("sharedClaim", storage.claim_name)
 pulumi.export("sharedMountPath", storage.mount_path)
 pulumi.export("workloadServiceAccount", storage.service_account_name)
+pulumi.export("rayClusterName", kuberay.ray_cluster_name)
+pulumi.export("rayNamespace", kuberay.namespace)
+pulumi.export("rayDashboardService", kuberay.head_service)
+pulumi.export("rayDashboardPortForward", kuberay.port_forward_command)
+pulumi.export("rayTokenAuthentication", kuberay.token_auth_message)

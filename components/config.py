@@ -335,6 +335,9 @@ class KubeRayConfig(_Area):
     namespace: str = "grpo"
     ray_cluster_name: str = "grpo"
     image: Optional[str] = None
+    # GKE's Ray addon: the namespace of its operator, if you know it, to narrow the
+    # NetworkPolicy (with Helm the program knows: kuberay-system).
+    operator_namespace: Optional[str] = None
     head: HeadResources = HeadResources()
     worker: WorkerResources = WorkerResources()
 
@@ -1031,9 +1034,68 @@ class _Rules:
             self.add("kuberay.helmChartVersion", k.helm_chart_version,
                      'only with kuberay.operator "helm": the GKE Ray addon and the Helm operator '
                      "must never both run")
+        if k.operator == "helm" and k.operator_namespace is not None:
+            self.add("kuberay.operatorNamespace", k.operator_namespace, 'only with kuberay.operator '
+                     '"addon": the Helm release lives in kuberay-system')
+        self._check_image()
+        self._check_worker()
         if k.helm_chart_version is not None and not re.match(r"^\d+\.\d+\.\d+$", k.helm_chart_version):
             self.add("kuberay.helmChartVersion", k.helm_chart_version,
                      'an exact chart version such as "1.7.0"')
+
+    def _check_image(self) -> None:
+        from components.versions import image_reference_problem, load_versions
+
+        image = self.kuberay.image
+        if image is None:
+            return
+        problem = image_reference_problem(image)
+        if problem:
+            self.add("kuberay.image", image, f"a pinned image: it {problem}")
+            return
+        versions = load_versions()
+        row = versions.by_image(image)
+        if row is None:
+            self.add("kuberay.image", image, "an image of the supported-versions table "
+                     "(data/versions.yaml): " + ", ".join(r.image for r in versions.images))
+        elif self.job is not None and row.framework != self.job.framework:
+            self.add("kuberay.image", image, f"an image for job.framework {self.job.framework!r} "
+                     f"(this one is for {row.framework!r})")
+
+    def _check_worker(self) -> None:
+        worker = self.kuberay.worker
+        if self.gpu is None:
+            return
+        shape = MACHINE_SHAPES[self.gpu.type]
+        # Same headroom as components/kuberay.py: system DaemonSets need room on the node.
+        from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
+        sidecar_cpu, sidecar_memory, sidecar_note = 0.0, 0.0, ""
+        if self.storage is not None and self.storage.kind == "gcs" and self.cluster is not None:
+            # The gcsfuse sidecar shares the worker's node; with a limit its request counts.
+            from components.storage import gcsfuse_sidecar_limits
+            try:
+                limits = gcsfuse_sidecar_limits(self.storage.gcs or GcsStorage(),
+                                                self.cluster.mode == "autopilot")
+                sidecar_cpu = float(limits.cpu.rstrip("m")) / (1000 if limits.cpu.endswith("m") else 1)
+                sidecar_memory = quantity_bytes(limits.memory) / 2**30
+            except ValueError:
+                pass  # an unreadable quantity is reported by _check_gcs
+            if sidecar_cpu or sidecar_memory:
+                sidecar_note = f" and the gcsfuse sidecar takes {limits.cpu} CPU, {limits.memory}"
+        max_cpu = int(shape.allocatable_cpu - SYSTEM_RESERVE_CPU - sidecar_cpu)
+        max_memory = int(shape.allocatable_memory_gib - SYSTEM_RESERVE_MEMORY_GIB - sidecar_memory)
+        if worker.cpu is not None and worker.cpu > max_cpu:
+            self.add("kuberay.worker.cpu", worker.cpu, f"at most {max_cpu}: {shape.machine_type} "
+                     f"has ~{shape.allocatable_cpu:.2f} allocatable CPUs and GKE's system "
+                     f"DaemonSets need ~{SYSTEM_RESERVE_CPU}{sidecar_note}")
+        if worker.memory_gib is not None and worker.memory_gib > max_memory:
+            self.add("kuberay.worker.memoryGib", worker.memory_gib, f"at most {max_memory}: "
+                     f"{shape.machine_type} has ~{shape.allocatable_memory_gib:.0f} GiB allocatable "
+                     f"and GKE's system DaemonSets need ~{SYSTEM_RESERVE_MEMORY_GIB} GiB{sidecar_note}")
+        memory = worker.memory_gib or max_memory
+        if worker.shm_gib >= memory:
+            self.add("kuberay.worker.shmGib", worker.shm_gib, f"less than the worker's memory "
+                     f"({memory} GiB): /dev/shm is memory the worker's limit counts")
 
     # ---- job ----------------------------------------------------------------------------------
     def _check_job(self) -> None:

@@ -1,0 +1,303 @@
+"""KubeRay under mocks: operator, multi-NIC objects, NCCL installer, secrets, NetworkPolicy and
+the RayCluster, each validated the way the API server would and wired the way the GPUs need."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from components.config import MACHINE_SHAPES, load_stack_config
+from components.kuberay import interfaces_annotation
+from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
+from components.versions import load_versions
+from tests.conftest import DELETE, preview_with, stack_config
+from tests.crd_schemas import validate_custom_resource
+from tests.kubernetes_objects import manifest_from_registration, validate_strict
+from tools.preview import SECRET_PLACEHOLDER, render_json
+
+P = "gke-grpo:"
+RAY_CLUSTER = "kubernetes:ray.io/v1:RayCluster"
+
+
+def _kind(result, kind):
+    return [r for r in result.resources if r.type.startswith("kubernetes:") and
+            (r.inputs.get("kind") == kind or r.type.endswith(f":{kind}"))]
+
+
+def _ray_cluster(result):
+    [cluster] = _kind(result, "RayCluster")
+    return cluster
+
+
+def _config(stack, changes=None):
+    return load_stack_config(*stack_config(stack, changes))
+
+
+def _pod(template, name):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, **template.get("metadata", {})}, "spec": template["spec"]}
+
+
+# ---- validation ---------------------------------------------------------------------------------
+
+def test_ray_cluster_fits_the_kuberay_crd(stack_preview):
+    validate_custom_resource(_ray_cluster(stack_preview).inputs)
+
+
+def test_crd_validation_catches_a_wrong_field(dev_preview):
+    manifest = json.loads(json.dumps(_ray_cluster(dev_preview).inputs))
+    manifest["spec"]["workerGroupSpecs"][0]["replica"] = 2
+    with pytest.raises(jsonschema.ValidationError, match="replica"):
+        validate_custom_resource(manifest)
+
+
+def test_head_and_worker_pods_are_valid_pod_specs(stack_preview):
+    config = _config(stack_preview.stack)
+    spec = _ray_cluster(stack_preview).inputs["spec"]
+    validate_strict(_pod(spec["headGroupSpec"]["template"], "head"), config.kubernetes_minor)
+    validate_strict(_pod(spec["workerGroupSpecs"][0]["template"], "worker"), config.kubernetes_minor)
+
+
+def test_every_typed_kubernetes_object_is_valid(stack_preview):
+    config = _config(stack_preview.stack)
+    checked = 0
+    for resource in stack_preview.resources:
+        group = resource.type.split(":")[1].split("/")[0] if resource.type.startswith("kubernetes:") else ""
+        # Custom resources (ray.io, networking.gke.io) have their own checks; Helm and YAML
+        # groups are not objects.
+        if group in ("", "ray.io", "networking.gke.io", "helm.sh", "yaml") or "providers" in resource.type:
+            continue
+        # raw_inputs: the preview placeholder instead of "[secret]", so Secrets keep their shape.
+        validate_strict(manifest_from_registration(resource.type, resource.raw_inputs), config.kubernetes_minor)
+        checked += 1
+    kinds = {r.type.rsplit(":", 1)[-1] for r in stack_preview.resources if r.type.startswith("kubernetes:")}
+    assert {"DaemonSet", "Secret", "NetworkPolicy", "PersistentVolumeClaim"} <= kinds
+    assert checked >= 6
+
+
+# ---- multi-NIC wiring ----------------------------------------------------------------------------
+
+def test_interfaces_annotation_is_json_naming_every_network(stack_preview):
+    annotations = _ray_cluster(stack_preview).inputs["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"]
+    interfaces = json.loads(annotations["networking.gke.io/interfaces"])
+    assert interfaces[0] == {"interfaceName": "eth0", "network": "default"}
+    assert [i["network"] for i in interfaces[1:]] == ["gvnic-1"] + [f"rdma-{i}" for i in range(8)]
+    assert [i["interfaceName"] for i in interfaces] == [f"eth{i}" for i in range(10)]
+    assert annotations["networking.gke.io/default-interface"] == "eth0"
+    networks = {r.inputs["metadata"]["name"] for r in _kind(stack_preview, "Network")}
+    assert {i["network"] for i in interfaces[1:]} == networks
+
+
+def test_network_objects_come_from_the_network_component(prod_preview):
+    params = {r.inputs["metadata"]["name"]: r.inputs["spec"] for r in _kind(prod_preview, "GKENetworkParamSet")}
+    assert params["gvnic-1"] == {"vpc": "grpo-prod-gvnic-net", "vpcSubnet": "grpo-prod-gvnic-sub",
+                                 "deviceMode": "NetDevice"}
+    for i in range(8):
+        assert params[f"rdma-{i}"] == {"vpc": "grpo-prod-rdma-net", "vpcSubnet": f"grpo-prod-rdma-sub-{i}",
+                                       "deviceMode": "RDMA"}
+    for network in _kind(prod_preview, "Network"):
+        name = network.inputs["metadata"]["name"]
+        assert network.inputs["spec"] == {"type": "Device", "parametersRef": {
+            "group": "networking.gke.io", "kind": "GKENetworkParamSet", "name": name}}
+
+
+@pytest.mark.parametrize("stack,tuner", [("dev", "tuner_config_a3u.txtpb"), ("prod", "tuner_config_a4.txtpb")])
+def test_tuner_file_matches_the_gpu(stack, tuner, request):
+    result = request.getfixturevalue(f"{stack}_preview")
+    container = _ray_cluster(result).inputs["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NCCL_TUNER_CONFIG_PATH"] == f"/usr/local/gib/configs/{tuner}"
+    assert container["args"] == [f"source /usr/local/gib/scripts/set_nccl_env.sh && "
+                                 f"export NCCL_TUNER_CONFIG_PATH=/usr/local/gib/configs/{tuner}"]
+    assert "command" not in container
+    assert env["LD_LIBRARY_PATH"].split(":") == ["/usr/local/nvidia/lib64", "/usr/local/gib/lib64"]
+
+
+def test_worker_mounts_host_libraries_read_only_and_shm(stack_preview):
+    template = _ray_cluster(stack_preview).inputs["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    mounts = {m["mountPath"]: m for m in template["containers"][0]["volumeMounts"]}
+    assert mounts["/usr/local/nvidia"]["readOnly"] is True and mounts["/usr/local/gib"]["readOnly"] is True
+    assert "/data" in mounts and "/dev/shm" in mounts
+    volumes = {v["name"]: v for v in template["volumes"]}
+    assert volumes["nvidia"]["hostPath"]["path"] == "/home/kubernetes/bin/nvidia"
+    assert volumes["gib"]["hostPath"]["path"] == "/home/kubernetes/bin/gib"
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "250Gi"}
+
+
+# ---- placement and sizing ---------------------------------------------------------------------------
+
+def test_worker_group_replicas_are_the_gpu_node_count(stack_preview):
+    config = _config(stack_preview.stack)
+    group = _ray_cluster(stack_preview).inputs["spec"]["workerGroupSpecs"][0]
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == config.gpu.nodes
+    assert group["rayStartParams"]["num-gpus"] == "8"
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_worker_requests_fit_the_machine(stack, request):
+    result = request.getfixturevalue(f"{stack}_preview")
+    config = _config(stack)
+    shape = MACHINE_SHAPES[config.gpu.type]
+    resources = _ray_cluster(result).inputs["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]
+    cpu, memory = int(resources["requests"]["cpu"]), int(resources["requests"]["memory"].removesuffix("Gi"))
+    assert resources["requests"]["nvidia.com/gpu"] == "8"
+    assert cpu <= shape.allocatable_cpu - SYSTEM_RESERVE_CPU
+    assert memory <= shape.allocatable_memory_gib - SYSTEM_RESERVE_MEMORY_GIB
+    if stack == "dev":  # H200 on Autopilot with the gcsfuse sidecar's 32Gi taken out
+        assert memory < 2800 and memory == int(shape.allocatable_memory_gib - SYSTEM_RESERVE_MEMORY_GIB - 32)
+
+
+def test_head_never_lands_on_spot_or_gpus(stack_preview):
+    head = _ray_cluster(stack_preview).inputs["spec"]["headGroupSpec"]
+    selector = head["template"]["spec"].get("nodeSelector", {})
+    assert "cloud.google.com/gke-spot" not in selector
+    assert not head["template"]["spec"].get("tolerations")
+    assert head["serviceType"] == "ClusterIP"
+    assert int(head["rayStartParams"]["num-cpus"]) >= 1  # room for verl's TaskRunner
+    if stack_preview.stack == "prod":
+        assert selector == {"cloud.google.com/gke-nodepool": "ray-head"}
+
+
+def test_gpu_workers_carry_the_capacity_selectors(dev_preview):
+    spec = _ray_cluster(dev_preview).inputs["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert spec["nodeSelector"] == dev_preview.outputs["gpuPodNodeSelector"]
+    assert all(isinstance(v, str) for v in spec["nodeSelector"].values())
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+
+
+def test_no_privileged_ray_container_and_no_added_capabilities(stack_preview):
+    spec = _ray_cluster(stack_preview).inputs["spec"]
+    for template in [spec["headGroupSpec"]["template"], *[g["template"] for g in spec["workerGroupSpecs"]]]:
+        for container in template["spec"]["containers"]:
+            context = container.get("securityContext", {})
+            assert not context.get("privileged") and "capabilities" not in context
+            assert context.get("allowPrivilegeEscalation") is False
+
+
+# ---- secrets -----------------------------------------------------------------------------------------
+
+def test_tokens_reach_pods_only_through_secret_refs(stack_preview):
+    secrets = [r for r in stack_preview.resources if r.type == "kubernetes:core/v1:Secret"]
+    assert {s.inputs["metadata"]["name"] for s in secrets} == {"hf-secret"}
+    # The whole map is secret on the wire: neither key nor value shows in state diffs.
+    assert secrets[0].inputs["stringData"] == "[secret]"
+    assert set(secrets[0].raw_inputs["stringData"]) == {"hf_api_token"}
+    spec = _ray_cluster(stack_preview).inputs["spec"]
+    for template in [spec["headGroupSpec"]["template"], spec["workerGroupSpecs"][0]["template"]]:
+        env = {e["name"]: e for e in template["spec"]["containers"][0]["env"]}
+        assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {
+            "secretKeyRef": {"name": "hf-secret", "key": "hf_api_token"}}}
+        assert env["HF_HOME"]["value"] == "/data/huggingface_cache"
+    assert SECRET_PLACEHOLDER not in render_json(stack_preview)
+
+
+def test_wandb_key_adds_its_own_secret():
+    raw, secrets = stack_config("dev", {P + "wandbApiKey": "offline-preview-placeholder"})
+    from tools.preview import run_with_config
+    result = run_with_config("dev", raw, secrets | {P + "wandbApiKey"})
+    assert result.error is None, result.error
+    names = {r.inputs["metadata"]["name"] for r in result.resources if r.type == "kubernetes:core/v1:Secret"}
+    assert names == {"hf-secret", "wandb-secret"}
+    env = {e["name"]: e for e in _ray_cluster(result).inputs["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "wandb-secret", "key": "api_key"}
+    assert SECRET_PLACEHOLDER not in render_json(result)
+
+
+# ---- network policy ---------------------------------------------------------------------------------------
+
+def test_network_policy_admits_only_the_ray_cluster_and_the_operator(prod_preview):
+    [policy] = [r for r in prod_preview.resources if r.type == "kubernetes:networking.k8s.io/v1:NetworkPolicy"]
+    spec = policy.inputs["spec"]
+    assert spec["podSelector"] == {"matchLabels": {"ray.io/cluster": "grpo-prod"}}
+    assert spec["policyTypes"] == ["Ingress"]
+    all_ports, same_namespace, operator = spec["ingress"]
+    assert all_ports == {"from": [{"podSelector": {"matchLabels": {"ray.io/cluster": "grpo-prod"}}}]}
+    assert same_namespace["ports"] == operator["ports"] == [{"port": 8265, "protocol": "TCP"}]
+    assert operator["from"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "kuberay-system"}}}]
+
+
+# ---- operator --------------------------------------------------------------------------------------------
+
+def test_helm_operator_pins_chart_image_and_brings_its_crds(prod_preview):
+    [release] = [r for r in prod_preview.resources if r.type == "kubernetes:helm.sh/v3:Release"]
+    assert release.inputs["chart"] == "kuberay-operator" and release.inputs["version"] == "1.7.0"
+    assert release.inputs["skipCrds"] is True
+    assert release.inputs["repositoryOpts"] == {"repo": "https://ray-project.github.io/kuberay-helm/"}
+    assert release.inputs["values"]["image"] == {"repository": "quay.io/kuberay/operator", "tag": "v1.7.0"}
+    [crds] = [r for r in prod_preview.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"]
+    assert all("/v1.7.0/" in url for url in crds.inputs["files"])
+    assert crds.urn in release.dependencies
+
+
+def test_changing_the_chart_version_brings_that_versions_crds():
+    result = preview_with("prod", {P + "kuberay.helmChartVersion": "1.7.1"})
+    [release] = [r for r in result.resources if r.type == "kubernetes:helm.sh/v3:Release"]
+    [crds] = [r for r in result.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"]
+    assert release.inputs["version"] == "1.7.1"
+    assert release.inputs["values"]["image"]["tag"] == "v1.7.1"
+    assert crds.inputs["files"] and all("/v1.7.1/" in url for url in crds.inputs["files"])
+
+
+def test_addon_stack_installs_no_operator(dev_preview):
+    assert not [r for r in dev_preview.resources if "helm" in r.type or "ConfigGroup" in r.type]
+
+
+# ---- installer -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stack,namespace", [("dev", "rdma-system"), ("prod", "kube-system")])
+def test_nccl_installer_per_cluster_mode(stack, namespace, request):
+    result = request.getfixturevalue(f"{stack}_preview")
+    [installer] = [r for r in result.resources if r.type == "kubernetes:apps/v1:DaemonSet"]
+    assert installer.inputs["metadata"]["namespace"] == namespace
+    pod = installer.inputs["spec"]["template"]["spec"]
+    assert ("priorityClassName" in pod) is (stack == "prod")
+    [init] = pod["initContainers"]
+    assert init["image"].startswith("us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1")
+    assert "/scripts/container_entry.sh install --install-nccl" in init["args"][0]
+    assert {v["hostPath"]["path"] for v in pod["volumes"]} == {"/home/kubernetes/bin/nvidia/lib64", "/home/kubernetes/bin/gib"}
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0]["values"] == ["nvidia-h200-141gb", "nvidia-b200"]
+
+
+# ---- dependency edges --------------------------------------------------------------------------------
+
+def test_ray_cluster_waits_for_networks_installer_claim_and_secrets(stack_preview):
+    cluster = _ray_cluster(stack_preview)
+    needed = [r for r in stack_preview.resources if r.inputs.get("kind") in ("Network", "GKENetworkParamSet")
+              or r.type in ("kubernetes:apps/v1:DaemonSet", "kubernetes:core/v1:PersistentVolumeClaim",
+                            "kubernetes:core/v1:Secret")]
+    assert len(needed) >= 21
+    for resource in needed:
+        assert resource.urn in cluster.dependencies, resource.name
+
+
+# ---- versions and token auth --------------------------------------------------------------------------------
+
+def test_ray_version_comes_from_the_versions_table(stack_preview):
+    config = _config(stack_preview.stack)
+    row = load_versions().for_framework(config.job.framework)
+    spec = _ray_cluster(stack_preview).inputs["spec"]
+    assert spec["rayVersion"] == row.ray
+    images = {c["image"] for t in [spec["headGroupSpec"]["template"], spec["workerGroupSpecs"][0]["template"]]
+              for c in t["spec"]["containers"]}
+    assert images == {row.image}
+
+
+def test_token_auth_on_when_operator_and_ray_support_it():
+    result = preview_with("prod", {P + "job.framework": "verl"})
+    assert _ray_cluster(result).inputs["spec"]["authOptions"] == {"mode": "token"}
+    assert "is on" in result.outputs["rayTokenAuthentication"]
+
+
+@pytest.mark.parametrize("stack,reason", [("dev", "GKE Ray addon"), ("prod", "Ray 2.49.2")])
+def test_token_auth_off_says_why(stack, reason, request):
+    result = request.getfixturevalue(f"{stack}_preview")
+    assert "authOptions" not in _ray_cluster(result).inputs["spec"]
+    assert reason in result.outputs["rayTokenAuthentication"]
+
+
+def test_interfaces_annotation_helper_is_valid_json():
+    assert len(json.loads(interfaces_annotation(8))) == 10
