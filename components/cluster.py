@@ -19,6 +19,12 @@ from components.config import StackConfig
 from components.networks import GpuNetworks
 
 HEAD_POOL_NAME = "ray-head"
+# Fields GKE changes on an autoscaled, auto-upgraded pool; set on each pool (not a component).
+AUTOSCALED_POOL_IGNORE_CHANGES = [
+    "nodeCount",         # the cluster autoscaler owns it
+    "initialNodeCount",  # changing it would replace the pool
+    "version",           # auto-upgrade moves it with the release channel
+]
 ROLE_LABEL = "gke-grpo/role"
 
 
@@ -169,14 +175,7 @@ class GkeCluster(pulumi.ComponentResource):
                     workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                         mode="GKE_METADATA"),
                 ),
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    ignore_changes=[
-                        "nodeCount",         # the cluster autoscaler owns it
-                        "initialNodeCount",  # changing it would replace the pool
-                        "version",           # auto-upgrade moves it with the release channel
-                    ],
-                ),
+                opts=pulumi.ResourceOptions(parent=self, ignore_changes=AUTOSCALED_POOL_IGNORE_CHANGES),
             )
             self.head_node_selector = {"cloud.google.com/gke-nodepool": HEAD_POOL_NAME}
 

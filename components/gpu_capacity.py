@@ -12,7 +12,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from components.cluster import ROLE_LABEL, GkeCluster
+from components.cluster import AUTOSCALED_POOL_IGNORE_CHANGES, ROLE_LABEL, GkeCluster
 from components.config import StackConfig
 from components.networks import GpuNetworks
 
@@ -158,10 +158,6 @@ class GpuCapacity(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[networks.gvnic_subnet, *networks.rdma_subnets],
-                ignore_changes=[
-                    "nodeCount",         # the cluster autoscaler owns it
-                    "initialNodeCount",  # changing it would replace the pool
-                    "version",           # auto-upgrade moves it with the release channel
-                ],
+                ignore_changes=AUTOSCALED_POOL_IGNORE_CHANGES,
             ),
         )

@@ -12,7 +12,7 @@ from components.config import MACHINE_SHAPES, load_stack_config
 from components.kuberay import interfaces_annotation
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.versions import load_versions
-from tests.conftest import DELETE, preview_with, stack_config
+from tests.conftest import preview_with, stack_config
 from tests.crd_schemas import validate_custom_resource
 from tests.kubernetes_objects import manifest_from_registration, validate_strict
 from tools.preview import SECRET_PLACEHOLDER, render_json
