@@ -1,0 +1,393 @@
+"""The jobs CLI: submit, attach, tail, stop and report GRPO runs on the stack's Ray cluster.
+
+    python -m jobs submit    --stack dev [--rerun] [--attempt N] [--no-follow] [--wait-timeout S]
+    python -m jobs attach    --stack dev
+    python -m jobs logs      --stack dev [--follow] [--attempt N]
+    python -m jobs status    --stack dev
+    python -m jobs list      --stack dev
+    python -m jobs stop      --stack dev [--wait]
+    python -m jobs plot      --stack dev --out run.png  |  --log FILE ... --out run.png
+    python -m jobs preflight ...                       (jobs.preflight)
+
+Target: ``--stack STACK [--config-file FILE]`` reads the stack's config (the run is the one its
+``gke-grpo:job`` describes) and opens ``kubectl port-forward`` to the RayCluster's head service
+on 127.0.0.1 for the duration of the command (always closed afterwards). ``--address URL`` uses
+a dashboard you reach yourself (then ``--stack`` only names the run, or give ``--run-id``).
+Exit codes: see ``jobs.runs`` (0 ok, 1 job failed, 2 usage/config, 3 GPU wait timeout,
+4 dashboard unreachable, 5 job stopped, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Sequence, TextIO
+
+from jobs.runs import (DEFAULT_GPU_WAIT_SECONDS, Attempt, ExitCode, RetryPolicy, RunError, Runs,
+                       compose_entrypoint, fmt_duration, fmt_time)
+from jobs.spec import GrpoSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (spec, args) -> (entrypoint, runtime_env); tests inject small real entrypoints here.
+EntrypointBuilder = Callable[[GrpoSpec, argparse.Namespace], tuple[str, dict]]
+
+
+class UsageError(RunError):
+    exit_code = ExitCode.USAGE
+
+
+@dataclass
+class Target:
+    address: str
+    spec: Optional[GrpoSpec]
+    run_id: Optional[str]
+    config: object = None          # the StackConfig, with --stack
+
+    @property
+    def gpu_wait_seconds(self) -> float:
+        job = getattr(self.config, "job", None)
+        return float(getattr(job, "gpu_wait_seconds", DEFAULT_GPU_WAIT_SECONDS))
+
+
+def default_entrypoint(spec: GrpoSpec, args: argparse.Namespace) -> tuple[str, dict]:
+    """GPU wait + data preparation + the rendered training command (jobs.render)."""
+    try:
+        from jobs.render import render   # lazily: written alongside, heavy imports stay out
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("jobs.render",):
+            raise
+        raise UsageError("jobs.render (the training command) is not in this checkout") from None
+    rendered = render(spec)
+    return (compose_entrypoint(spec, rendered.entrypoint, args.wait_timeout),
+            dict(rendered.runtime_env or {}))
+
+
+# ---- targets ------------------------------------------------------------------------------------
+
+def load_stack(stack: str, config_file: Optional[str]):
+    """(StackConfig, GrpoSpec) of a stack; UsageError listing every config problem."""
+    from components.config import ConfigError, load_stack_config
+    from jobs.spec import spec_from_config
+    from tools.preview import PreviewInputError, read_config_file
+
+    path = Path(config_file) if config_file else ROOT / f"Pulumi.{stack}.yaml"
+    try:
+        raw, secret_keys = read_config_file(path)
+        config = load_stack_config(raw, secret_keys, stack)
+    except PreviewInputError as exc:
+        raise UsageError(str(exc)) from None
+    except ConfigError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    return config, spec_from_config(config)
+
+
+@contextlib.contextmanager
+def open_target(args: argparse.Namespace, err: TextIO) -> Iterator[Target]:
+    spec = None
+    config = None
+    if args.stack:
+        config, spec = load_stack(args.stack, args.config_file)
+    run_id = spec.run_id if spec else args.run_id
+    if args.address:
+        yield Target(args.address.rstrip("/"), spec, run_id, config)
+        return
+    if config is None:
+        raise UsageError("give --stack STACK (port-forward to its RayCluster) or --address URL")
+    from jobs.portforward import PortForwardError, head_service, port_forward
+
+    namespace, service = config.kuberay.namespace, head_service(config.kuberay.ray_cluster_name)
+    print(f"[jobs] port-forward svc/{service} -n {namespace} -> 127.0.0.1", file=err, flush=True)
+    with contextlib.ExitStack() as stack:   # stops kubectl on any exit, Ctrl-C included
+        try:
+            address = stack.enter_context(port_forward(
+                namespace, service, local_port=args.local_port, context=args.kube_context,
+                kubectl=args.kubectl))
+        except PortForwardError as exc:
+            raise _Unreachable(str(exc)) from None
+        yield Target(address, spec, run_id, config)
+
+
+class _Unreachable(RunError):
+    exit_code = ExitCode.DASHBOARD_UNREACHABLE
+
+
+# ---- commands -----------------------------------------------------------------------------------
+
+def _need_run(target: Target) -> str:
+    if not target.run_id:
+        raise UsageError("which run? give --stack STACK (its job config names the run) or --run-id RUN")
+    return target.run_id
+
+
+def _pick(runs: Runs, target: Target, args: argparse.Namespace) -> Attempt:
+    """The attempt a command is about: --submission-id, --attempt N, or the latest."""
+    if getattr(args, "submission_id", None):
+        return runs.attempt_info(args.submission_id)
+    run_id = _need_run(target)
+    attempts = runs.attempts(run_id)
+    if getattr(args, "attempt", None) is not None:
+        match = [a for a in attempts if a.number == args.attempt]
+        if not match:
+            raise UsageError(f"run {run_id} has no attempt {args.attempt} "
+                             f"(attempts: {', '.join(str(a.number) for a in attempts) or 'none'})")
+        return match[0]
+    if not attempts:
+        raise UsageError(f"run {run_id} has no attempt on {target.address} yet: "
+                         "`python -m jobs submit` starts one")
+    return attempts[-1]
+
+
+def _follow_and_report(runs: Runs, attempt: Attempt, args, out: TextIO, err: TextIO) -> int:
+    print(f"[jobs] following {attempt.submission_id} (Ctrl-C detaches; the attempt keeps running)",
+          file=err, flush=True)
+    runs.follow(attempt.submission_id, status_every=args.status_every)
+    final = runs.attempt_info(attempt.submission_id, attempt.number)
+    code = runs.exit_code_for(final)
+    if code == ExitCode.OK:
+        print(f"[jobs] {final.submission_id} SUCCEEDED after {fmt_duration(final.duration())}",
+              file=err, flush=True)
+    return code
+
+
+def cmd_submit(runs: Runs, target: Target, args, out, err, build: EntrypointBuilder) -> int:
+    spec = target.spec
+    if spec is None:
+        raise UsageError("submit needs --stack STACK: the run is what its job config describes")
+    if args.wait_timeout is None:
+        args.wait_timeout = target.gpu_wait_seconds
+    entrypoint, runtime_env = build(spec, args)
+    result = runs.submit(spec, entrypoint, runtime_env, rerun=args.rerun, attempt=args.attempt)
+    a = result.attempt
+    if result.action == "succeeded":
+        print(f"[jobs] run {spec.run_id} already SUCCEEDED (attempt {a.number}, {a.submission_id}, "
+              f"ended {fmt_time(a.end_time)}); nothing submitted. --rerun starts attempt "
+              f"{a.number + 1} (it resumes from {spec.checkpoint_dir}).", file=out, flush=True)
+        return ExitCode.OK
+    if result.action == "attached":
+        print(f"[jobs] attempt {a.number} of run {spec.run_id} ({a.submission_id}) is {a.status}: "
+              "attaching to it, nothing submitted", file=out, flush=True)
+    else:
+        print(f"[jobs] submitted {a.submission_id} (attempt {a.number} of run {spec.run_id}); "
+              f"checkpoints: {spec.checkpoint_dir}", file=out, flush=True)
+    if args.no_follow:
+        return runs.exit_code_for(a) if not a.live else ExitCode.OK
+    return _follow_and_report(runs, a, args, out, err)
+
+
+def cmd_attach(runs: Runs, target: Target, args, out, err) -> int:
+    attempt = _pick(runs, target, args)
+    if not attempt.live:
+        print(f"[jobs] {attempt.submission_id} is already {attempt.status} "
+              f"(ended {fmt_time(attempt.end_time)})", file=out, flush=True)
+        return runs.exit_code_for(attempt)
+    return _follow_and_report(runs, attempt, args, out, err)
+
+
+def cmd_logs(runs: Runs, target: Target, args, out, err) -> int:
+    attempt = _pick(runs, target, args)
+    if args.follow and attempt.live:
+        return _follow_and_report(runs, attempt, args, out, err)
+    out.write(runs.logs(attempt.submission_id))
+    out.flush()
+    return ExitCode.OK
+
+
+def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
+    from jobs.logs import ProgressTracker
+
+    attempt = _pick(runs, target, args)
+    tracker = ProgressTracker()
+    tracker.feed(runs.logs(attempt.submission_id) + "\n")
+    rows = [("run", target.run_id or attempt.metadata.get("run_id", "-")),
+            ("attempt", f"{attempt.number} ({attempt.submission_id})"),
+            ("state", attempt.status),
+            ("started", fmt_time(attempt.start_time)),
+            ("ended", fmt_time(attempt.end_time)),
+            ("elapsed", fmt_duration(attempt.duration())),
+            ("progress", tracker.describe())]
+    if attempt.message:
+        rows.append(("message", attempt.message))
+    if target.spec is not None:
+        rows.append(("checkpoints", target.spec.checkpoint_dir))
+    for key, value in rows:
+        print(f"{key:<12}{value}", file=out)
+    out.flush()
+    return runs.exit_code_for(attempt, show_tail=False)
+
+
+def cmd_list(runs: Runs, target: Target, args, out, err) -> int:
+    run_id = _need_run(target)
+    attempts = runs.attempts(run_id)
+    if not attempts:
+        print(f"run {run_id}: no attempts on {target.address}", file=out, flush=True)
+        return ExitCode.OK
+    print(f"run {run_id}", file=out)
+    header = f"{'ATTEMPT':<8}{'SUBMISSION ID':<52}{'STATE':<11}{'STARTED':<22}{'ENDED':<22}DURATION"
+    print(header, file=out)
+    for a in attempts:
+        print(f"{a.number:<8}{a.submission_id:<52}{a.status:<11}{fmt_time(a.start_time):<22}"
+              f"{fmt_time(a.end_time):<22}{fmt_duration(a.duration())}", file=out)
+    out.flush()
+    return ExitCode.OK
+
+
+def cmd_stop(runs: Runs, target: Target, args, out, err) -> int:
+    run_id = _need_run(target)
+    stopped = runs.stop(run_id)
+    if stopped is None:
+        print(f"[jobs] run {run_id}: no PENDING or RUNNING attempt to stop", file=out, flush=True)
+        return ExitCode.OK
+    print(f"[jobs] stop requested for {stopped.submission_id} (attempt {stopped.number})",
+          file=out, flush=True)
+    if args.wait:
+        status = runs.wait_terminal(stopped.submission_id, timeout=args.wait_seconds)
+        print(f"[jobs] {stopped.submission_id}: {status}", file=out, flush=True)
+    return ExitCode.OK
+
+
+def cmd_plot(runs: Optional[Runs], target: Optional[Target], args, out, err) -> int:
+    from jobs.logs import merge_runs, parse_log
+    from jobs.plot import plot_records, summary
+
+    framework = None if args.framework == "auto" else args.framework
+    if args.log:
+        texts = []
+        for name in args.log:
+            try:
+                texts.append((name, Path(name).read_text(errors="replace")))
+            except OSError as exc:
+                raise UsageError(f"cannot read {name}: {exc.strerror}") from None
+        title = ", ".join(Path(n).name for n, _ in texts)
+    else:
+        assert runs is not None and target is not None
+        if args.attempt is not None or args.submission_id:
+            chosen = [_pick(runs, target, args)]
+        else:
+            chosen = runs.attempts(_need_run(target))
+            if not chosen:
+                raise UsageError(f"run {target.run_id} has no attempt on {target.address} yet")
+        texts = [(a.submission_id, runs.logs(a.submission_id)) for a in chosen]
+        title = target.run_id or chosen[-1].submission_id
+        if target.spec is not None and framework is None:
+            framework = target.spec.framework
+    records = merge_runs(*(parse_log(text, framework) for _, text in texts))
+    try:
+        path = plot_records(records, args.out, title=title)
+    except ValueError as exc:
+        print(f"[jobs] {exc}", file=err, flush=True)
+        return ExitCode.USAGE
+    print(f"[jobs] wrote {path}: {summary(records)}", file=out, flush=True)
+    return ExitCode.OK
+
+
+# ---- parsing ------------------------------------------------------------------------------------
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    target = argparse.ArgumentParser(add_help=False)
+    g = target.add_argument_group("target")
+    g.add_argument("--stack", help="stack whose config names the run and the RayCluster (Pulumi.STACK.yaml)")
+    g.add_argument("--config-file", help="a stack config file in the Pulumi.<stack>.yaml format")
+    g.add_argument("--address", help="Ray dashboard URL, e.g. http://127.0.0.1:8265 (no port-forward)")
+    g.add_argument("--run-id", help="the run, when no --stack names it")
+    g.add_argument("--kube-context", help="kubectl context for the port-forward")
+    g.add_argument("--kubectl", default="kubectl", help=argparse.SUPPRESS)
+    g.add_argument("--local-port", type=int, help="local port of the port-forward (default: a free one)")
+
+    follow = argparse.ArgumentParser(add_help=False)
+    follow.add_argument("--status-every", type=float, default=30.0, metavar="SECONDS",
+                        help="status line (state, elapsed, latest step/reward) interval while following")
+
+    which = argparse.ArgumentParser(add_help=False)
+    which.add_argument("--attempt", type=_positive_int, help="attempt number (default: the latest)")
+    which.add_argument("--submission-id", help="a Ray submission id instead of the run's attempts")
+
+    parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Exit codes: 0 ok, 1 job failed, 2 usage/config error, "
+                                            "3 GPU wait timeout, 4 dashboard unreachable, "
+                                            "5 job stopped, 130 interrupted.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("submit", parents=[target, follow], help="submit the next attempt, or attach to the live one")
+    p.add_argument("--rerun", action="store_true", help="submit a new attempt even if the run SUCCEEDED")
+    p.add_argument("--attempt", type=_positive_int, help="force this attempt number")
+    p.add_argument("--no-follow", action="store_true", help="return once submitted")
+    p.add_argument("--wait-timeout", type=float, default=None, metavar="SECONDS",
+                   help="how long the attempt waits for its GPUs (default: the stack's "
+                        f"gke-grpo:job.gpuWaitSeconds, else {DEFAULT_GPU_WAIT_SECONDS})")
+    sub.add_parser("attach", parents=[target, follow, which], help="follow the latest (or given) attempt")
+    p = sub.add_parser("logs", parents=[target, follow, which], help="print (or --follow) an attempt's logs")
+    p.add_argument("--follow", "-f", action="store_true")
+    sub.add_parser("status", parents=[target, which], help="state and progress of the latest attempt")
+    sub.add_parser("list", parents=[target], help="the run's attempts with state and times")
+    p = sub.add_parser("stop", parents=[target], help="stop the run's live attempt")
+    p.add_argument("--wait", action="store_true", help="wait until it is STOPPED")
+    p.add_argument("--wait-seconds", type=float, default=60.0, help=argparse.SUPPRESS)
+    p = sub.add_parser("plot", parents=[target, which], help="reward and response length over steps (PNG)")
+    p.add_argument("--log", action="append", help="a console log file (repeat for attempts, oldest first)")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--framework", choices=("auto", "verl", "nemo-rl"), default="auto")
+    sub.add_parser("preflight", help="check the job config against the frameworks' rules (jobs.preflight)",
+                   add_help=False)
+    return parser
+
+
+COMMANDS = {"attach": cmd_attach, "logs": cmd_logs, "status": cmd_status, "list": cmd_list,
+            "stop": cmd_stop}
+
+
+def _preflight(argv: Sequence[str], err: TextIO) -> int:
+    try:
+        from jobs import preflight
+    except ModuleNotFoundError as exc:
+        if exc.name != "jobs.preflight":
+            raise
+        print("[jobs] jobs.preflight is not in this checkout", file=err, flush=True)
+        return ExitCode.USAGE
+    return int(preflight.main(list(argv)) or 0)
+
+
+def main(argv: Optional[Sequence[str]] = None, *, build_entrypoint: Optional[EntrypointBuilder] = None,
+         out: Optional[TextIO] = None, err: Optional[TextIO] = None,
+         retry: RetryPolicy = RetryPolicy()) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if argv and argv[0] == "preflight":
+        return _preflight(argv[1:], err)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if not args.command:
+        parser.print_help(err)
+        return ExitCode.USAGE
+    try:
+        if args.command == "plot" and args.log:
+            return cmd_plot(None, None, args, out, err)
+        with open_target(args, err) as target:
+            runs = Runs(target.address, retry=retry, out=out, err=err)
+            if args.command == "submit":
+                return cmd_submit(runs, target, args, out, err, build_entrypoint or default_entrypoint)
+            if args.command == "plot":
+                return cmd_plot(runs, target, args, out, err)
+            return COMMANDS[args.command](runs, target, args, out, err)
+    except RunError as exc:
+        print(f"[jobs] error: {exc}", file=err, flush=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("\n[jobs] interrupted: stopped following; the attempt keeps running on the cluster "
+              "(`python -m jobs stop` stops it)", file=err, flush=True)
+        return ExitCode.INTERRUPTED

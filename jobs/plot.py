@@ -1,0 +1,82 @@
+"""Reward and response length over training steps, from verl or NeMo RL console logs, as a PNG.
+
+    python -m jobs plot --log FILE [--log FILE2 ...] --out run.png
+    python -m jobs plot --stack dev --out run.png            # every attempt of the stack's run
+    python -m jobs plot --address http://127.0.0.1:8265 --run-id RUN --out run.png
+
+Several logs (the attempts of one run, oldest first) are merged step by step: a resumed attempt
+re-logs some steps and the later value wins. Validation scores, when the log has them, are drawn
+as points on the reward panel.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional, Sequence
+
+from jobs.logs import StepRecord, training_records
+
+
+def _series(records: Sequence[StepRecord], attr: str) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for r in records:
+        value = getattr(r, attr)
+        if value is not None and not math.isnan(value):
+            xs.append(r.step)
+            ys.append(value)
+    return xs, ys
+
+
+def plot_records(records: Sequence[StepRecord], out: Path | str, title: str = "GRPO run") -> Path:
+    """Write the two-panel figure; raise ValueError when there is no training step to draw."""
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    train = training_records(records)
+    if not train:
+        raise ValueError("no training step found in the log (verl: `step:N - ...` console lines, "
+                         "needs `console` in trainer.logger; NeMo RL: `📊 Training Results:` blocks)")
+    fig, (ax_reward, ax_len) = plt.subplots(2, 1, sharex=True, figsize=(9, 6.5), dpi=110)
+    try:
+        xs, ys = _series(train, "reward")
+        ax_reward.plot(xs, ys, marker="o", markersize=3, linewidth=1.5, label="train reward (mean)")
+        vx, vy = _series(records, "val_reward")
+        if vx:
+            ax_reward.plot(vx, vy, linestyle="--", marker="s", markersize=5, color="tab:green",
+                           label="validation score")
+        ax_reward.set_ylabel("reward")
+        ax_reward.grid(True, alpha=0.3)
+        ax_reward.legend(loc="best", fontsize=8)
+        ax_reward.set_title(title)
+
+        lx, ly = _series(train, "response_length")
+        ax_len.plot(lx, ly, marker="o", markersize=3, linewidth=1.5, color="tab:orange",
+                    label="response length (mean tokens)")
+        ax_len.set_ylabel("response length (tokens)")
+        ax_len.set_xlabel("training step")
+        ax_len.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax_len.grid(True, alpha=0.3)
+        ax_len.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def summary(records: Sequence[StepRecord]) -> str:
+    train = training_records(records)
+    if not train:
+        return "no training steps"
+    first, last = train[0], train[-1]
+
+    def fmt(v: Optional[float], spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+    return (f"{len(train)} steps ({first.step}..{last.step}); reward {fmt(first.reward, '.4f')} -> "
+            f"{fmt(last.reward, '.4f')}; response length {fmt(first.response_length, '.1f')} -> "
+            f"{fmt(last.response_length, '.1f')}")

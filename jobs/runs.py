@@ -1,0 +1,493 @@
+"""Runs and attempts over Ray's Job Submission SDK.
+
+A *run* is identified by its spec (``GrpoSpec.run_id``: experiment name + spec hash); each try of
+it is an *attempt*, a Ray job whose submission id is ``spec.submission_id(n)``
+(``<run_id>-attempt-<n>``). Every attempt writes to and resumes from the run's checkpoint
+directory (``spec.checkpoint_dir``, derived from the run id, not from the attempt), so:
+
+  latest attempt     submit does
+  ----------------   --------------------------------------------------------------------
+  none               submits attempt max(1, spec.attempt)
+  PENDING/RUNNING    attaches to it (never a duplicate submission)
+  SUCCEEDED          reports it and does nothing, unless rerun=True: next attempt
+  FAILED/STOPPED     submits the next attempt (n + 1), which resumes from the checkpoints
+
+A submission that races another (Ray answers HTTP 500 "... already exists") attaches to the
+attempt that won. The entrypoint is one shell command composed by ``compose_entrypoint``
+(GPU wait, data preparation, training); the Pulumi RayJob uses the same function.
+
+Exit codes of the jobs CLI, in one place (``ExitCode``):
+
+  0  OK: the command did its job; a followed attempt SUCCEEDED
+  1  JOB_FAILED: the attempt FAILED (its last ~50 log lines are printed)
+  2  USAGE: bad flags, unreadable or invalid stack config, refused runtime env (secrets)
+  3  GPU_WAIT_TIMEOUT: the attempt failed in its first step, jobs.wait_for_gpus (the GPU
+     nodes did not join in time: Spot/flex-start capacity not granted yet)
+  4  DASHBOARD_UNREACHABLE: the Ray dashboard did not answer after bounded retries (or the
+     port-forward to it could not be opened)
+  5  JOB_STOPPED: the attempt was STOPPED (by `python -m jobs stop`, the RayJob's deletion, or
+     its activeDeadlineSeconds)
+  130 interrupted (Ctrl-C): following stops, the attempt keeps running on the cluster
+
+Secrets never travel through the Job Submission API (the dashboard shows entrypoints, runtime
+envs and metadata to anyone who can reach it): ``check_no_secrets`` refuses env vars whose names
+look like credentials and values that look like tokens, before anything is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import enum
+import re
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, TextIO
+
+from jobs.logs import ProgressTracker
+from jobs.spec import GrpoSpec
+from jobs.wait_for_gpus import EXIT_TIMEOUT as _GPU_WAIT_EXIT, TIMEOUT_MARKER
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    JOB_FAILED = 1
+    USAGE = 2
+    GPU_WAIT_TIMEOUT = _GPU_WAIT_EXIT   # 3, the exit code of jobs.wait_for_gpus
+    DASHBOARD_UNREACHABLE = 4
+    JOB_STOPPED = 5
+    INTERRUPTED = 130
+
+
+LIVE = ("PENDING", "RUNNING")
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+LOG_TAIL_LINES = 50
+DEFAULT_GPU_WAIT_SECONDS = 1800
+PYTHON = "python3"   # the framework images have python3; not all have `python`
+
+
+class RunError(Exception):
+    exit_code: ExitCode = ExitCode.USAGE
+
+
+class DashboardUnreachable(RunError):
+    exit_code = ExitCode.DASHBOARD_UNREACHABLE
+
+
+class SecretInJobError(RunError):
+    exit_code = ExitCode.USAGE
+
+
+# ---- the entrypoint ---------------------------------------------------------------------------
+
+def compose_entrypoint(spec: GrpoSpec, training_entrypoint: str,
+                       gpu_wait_seconds: float = DEFAULT_GPU_WAIT_SECONDS) -> str:
+    """The one shell command of an attempt, for the CLI and the Pulumi RayJob alike:
+
+    1. ``jobs.wait_for_gpus``: wait (bounded) until the run's GPUs are available (exit 3 if not);
+    2. ``jobs.prepare``: stage the model and the dataset on /data, idempotently (its own
+       markers make a resumed attempt skip what is done);
+    3. the framework's training command (``jobs.render.render(spec).entrypoint``), which resumes
+       from the run's checkpoint directory.
+    """
+    if not training_entrypoint.strip():
+        raise ValueError("empty training entrypoint")
+    wait = (f"{PYTHON} -m jobs.wait_for_gpus --gpus {spec.total_gpus} "
+            f"--gpus-per-node {spec.gpus_per_node} --timeout-seconds {int(gpu_wait_seconds)}")
+    # Nothing attempt-specific: every attempt of a run runs the same command.
+    prepare = shlex.join([PYTHON, "-m", "jobs.prepare", "--framework", spec.framework,
+                          "--model", spec.model, "--dataset", spec.dataset])
+    return f"{wait} && {prepare} && {training_entrypoint.strip()}"
+
+
+def submission_metadata(spec: GrpoSpec, attempt: int) -> dict[str, str]:
+    """The Ray job metadata of an attempt (strings only, nothing secret): what ties a Ray job
+    to its run when read back from the dashboard."""
+    return {"run_id": spec.run_id, "spec_hash": spec.spec_hash, "attempt": str(attempt),
+            "experiment": spec.experiment_name, "framework": spec.framework}
+
+
+# ---- secrets ----------------------------------------------------------------------------------
+
+# Env var names made of these words are credentials (TOKENIZERS_PARALLELISM is not: whole words).
+_SECRET_WORDS = {"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL",
+                 "CREDENTIALS", "APIKEY", "KEY", "PRIVATE"}
+_SECRET_VALUE = [
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), "a Hugging Face token (hf_...)"),
+    (re.compile(r"\b(?:sk|ghp|gho|github_pat|xox[abp])[-_][A-Za-z0-9_-]{20,}"), "an API token"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"(?i)(?:^|[\s.\-_/])(?:hf_?token|hugging_?face_?hub_?token|wandb_?api_?key|"
+                r"api_?key|access_?token|auth_?token|password|secret)\s*[=:]\s*\S"),
+     "a credential assignment"),
+]
+
+
+def secret_like_env_name(name: str) -> bool:
+    words = set(re.split(r"[^A-Za-z0-9]+", name.upper()))
+    return bool(words & _SECRET_WORDS) or name.upper().endswith(("_APIKEY", "APIKEY"))
+
+
+def check_no_secrets(entrypoint: str, runtime_env: Optional[Mapping[str, Any]],
+                     metadata: Optional[Mapping[str, str]] = None) -> None:
+    """Refuse anything that looks like a secret in what the Job Submission API would show.
+    Credentials reach the pods as Kubernetes Secrets (env from secretKeyRef), never here."""
+    problems: list[str] = []
+    env_vars = dict((runtime_env or {}).get("env_vars") or {})
+    for name, value in env_vars.items():
+        if secret_like_env_name(str(name)):
+            problems.append(f"runtime_env.env_vars.{name}: the name looks like a credential")
+        problems += [f"runtime_env.env_vars.{name}: the value looks like {what}"
+                     for pattern, what in _SECRET_VALUE[:3] if pattern.search(str(value))]
+    texts = {"entrypoint": entrypoint}
+    texts.update({f"metadata.{k}": str(v) for k, v in (metadata or {}).items()})
+    for key, value in (runtime_env or {}).items():
+        if key != "env_vars":
+            texts[f"runtime_env.{key}"] = repr(value)
+    for where, text in texts.items():
+        problems += [f"{where}: contains what looks like {what}"
+                     for pattern, what in _SECRET_VALUE if pattern.search(text)]
+    if problems:
+        raise SecretInJobError(
+            "refusing to submit: secrets must not go through the Ray Job Submission API (the "
+            "dashboard shows entrypoints, runtime envs and metadata); give them to the pods as "
+            "Kubernetes Secrets instead:\n  - " + "\n  - ".join(problems))
+
+
+# ---- attempts ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Attempt:
+    submission_id: str
+    number: int
+    status: str
+    start_time: Optional[int] = None   # ms since the epoch, as Ray reports it
+    end_time: Optional[int] = None
+    message: str = ""
+    metadata: dict = field(default_factory=dict)
+    driver_exit_code: Optional[int] = None
+
+    @property
+    def live(self) -> bool:
+        return self.status in LIVE
+
+    def duration(self, now: Optional[float] = None) -> Optional[float]:
+        if not self.start_time:
+            return None
+        end = self.end_time / 1000 if self.end_time else (now or time.time())
+        return max(0.0, end - self.start_time / 1000)
+
+
+def attempt_number(run_id: str, submission_id: Optional[str]) -> Optional[int]:
+    if not submission_id:
+        return None
+    match = re.fullmatch(re.escape(run_id) + r"-attempt-(\d+)", submission_id)
+    return int(match.group(1)) if match else None
+
+
+def _status(value: Any) -> str:
+    return str(getattr(value, "value", value))
+
+
+def fmt_time(ms: Optional[int]) -> str:
+    if not ms:
+        return "-"
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def fmt_duration(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential backoff for an unreachable dashboard: `tries` calls, sleeping
+    base, 2*base, 4*base ... (each at most `cap`) between them."""
+    tries: int = 5
+    base: float = 0.5
+    cap: float = 8.0
+
+    def delays(self):
+        return [min(self.cap, self.base * 2 ** i) for i in range(self.tries - 1)]
+
+
+def _is_unreachable(exc: BaseException) -> bool:
+    # builtin ConnectionError (Ray's own connection check), requests' ConnectionError/Timeout
+    # (IOError subclasses), aiohttp's ClientConnectorError (OSError): all OSError.
+    if isinstance(exc, OSError):
+        return True
+    try:
+        import aiohttp
+        if isinstance(exc, (aiohttp.ClientError, asyncio.TimeoutError)):
+            return True
+    except ImportError:  # pragma: no cover - aiohttp comes with ray[default]
+        pass
+    # The tail websocket closing abnormally (port-forward dropped) is a RuntimeError.
+    return isinstance(exc, RuntimeError) and "closed unexpectedly" in str(exc)
+
+
+@dataclass
+class SubmitResult:
+    action: str            # "submitted" | "attached" | "succeeded"
+    attempt: Attempt
+
+
+class Runs:
+    """The attempts of runs on one Ray cluster (a dashboard address)."""
+
+    def __init__(self, address: str, *, retry: RetryPolicy = RetryPolicy(),
+                 out: Optional[TextIO] = None, err: Optional[TextIO] = None,
+                 client_factory: Optional[Callable[[str], Any]] = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.address = address
+        self.retry = retry
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self._sleep = sleep
+        self._factory = client_factory
+        self._client = None
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _unreachable(self, exc: BaseException, tries: int) -> DashboardUnreachable:
+        waited = sum(self.retry.delays()[: tries - 1])
+        return DashboardUnreachable(
+            f"the Ray dashboard at {self.address} did not answer after {tries} tries over "
+            f"{waited:.1f}s ({type(exc).__name__}: {exc}).\n"
+            "  Is the RayCluster up (`kubectl get raycluster,pods -n <namespace>`), is the "
+            "head pod Running, and is the port-forward alive? With --stack the CLI opens the "
+            "port-forward itself; with --address you keep it open.")
+
+    def _with_retries(self, what: str, fn: Callable[[], Any]) -> Any:
+        delays = self.retry.delays()
+        for attempt in range(1, self.retry.tries + 1):
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001 - classified below
+                if not _is_unreachable(exc):
+                    raise
+                if attempt == self.retry.tries:
+                    raise self._unreachable(exc, attempt) from exc
+                delay = delays[attempt - 1]
+                print(f"[jobs] {what}: dashboard at {self.address} not answering "
+                      f"({type(exc).__name__}); retry {attempt}/{self.retry.tries - 1} in {delay:.1f}s",
+                      file=self.err, flush=True)
+                self._sleep(delay)
+
+    @property
+    def client(self):
+        if self._client is None:
+            def connect():
+                if self._factory is not None:
+                    return self._factory(self.address)
+                from ray.job_submission import JobSubmissionClient
+                return JobSubmissionClient(self.address)
+            self._client = self._with_retries("connect", connect)
+        return self._client
+
+    def _call(self, what: str, method: str, *args, **kwargs):
+        client = self.client
+        return self._with_retries(what, lambda: getattr(client, method)(*args, **kwargs))
+
+    # -- queries -----------------------------------------------------------------------------
+    def attempts(self, spec_or_run: GrpoSpec | str) -> list[Attempt]:
+        """This run's attempts, oldest first (by attempt number)."""
+        run_id = spec_or_run if isinstance(spec_or_run, str) else spec_or_run.run_id
+        prefix = run_id + "-attempt-"
+        found = []
+        for job in self._call("list jobs", "list_jobs"):
+            sid = getattr(job, "submission_id", None)
+            if not sid or not sid.startswith(prefix):
+                continue
+            number = attempt_number(run_id, sid)
+            if number is not None:
+                found.append(self._attempt(job, number))
+        return sorted(found, key=lambda a: a.number)
+
+    def latest(self, spec_or_run: GrpoSpec | str) -> Optional[Attempt]:
+        attempts = self.attempts(spec_or_run)
+        return attempts[-1] if attempts else None
+
+    def attempt_info(self, submission_id: str, number: int = 0) -> Attempt:
+        return self._attempt(self._call("job info", "get_job_info", submission_id), number)
+
+    @staticmethod
+    def _attempt(job: Any, number: int) -> Attempt:
+        return Attempt(
+            submission_id=job.submission_id, number=number, status=_status(job.status),
+            start_time=getattr(job, "start_time", None), end_time=getattr(job, "end_time", None),
+            message=getattr(job, "message", None) or "", metadata=dict(getattr(job, "metadata", None) or {}),
+            driver_exit_code=getattr(job, "driver_exit_code", None))
+
+    def status(self, submission_id: str) -> str:
+        return _status(self._call("job status", "get_job_status", submission_id))
+
+    def logs(self, submission_id: str) -> str:
+        return self._call("job logs", "get_job_logs", submission_id) or ""
+
+    # -- actions -----------------------------------------------------------------------------
+    def submit(self, spec: GrpoSpec, entrypoint: str, runtime_env: Optional[dict] = None, *,
+               rerun: bool = False, attempt: Optional[int] = None) -> SubmitResult:
+        """Submit the next attempt of the run, or attach to its live one (module docstring)."""
+        check_no_secrets(entrypoint, runtime_env, submission_metadata(spec, 0))  # before any call
+        attempts = self.attempts(spec)
+        latest = attempts[-1] if attempts else None
+        if attempt is not None:
+            if attempt < 1:
+                raise RunError(f"--attempt must be >= 1, got {attempt}")
+            same = next((a for a in attempts if a.number == attempt), None)
+            if same is not None and same.live:
+                return SubmitResult("attached", same)
+            if same is not None:
+                raise RunError(f"attempt {attempt} of run {spec.run_id} already exists "
+                               f"({same.status}); Ray keeps submission ids unique: choose a "
+                               f"higher --attempt or omit it (next would be {latest.number + 1})")
+            live = [a for a in attempts if a.live]
+            if live:
+                raise RunError(f"attempt {live[-1].number} of run {spec.run_id} is "
+                               f"{live[-1].status}: two attempts of one run would write the same "
+                               "checkpoint directory; stop it first (python -m jobs stop)")
+            number = attempt
+        elif latest is None:
+            number = max(1, spec.attempt)
+        elif latest.live:
+            return SubmitResult("attached", latest)
+        elif latest.status == "SUCCEEDED" and not rerun:
+            return SubmitResult("succeeded", latest)
+        else:  # FAILED, STOPPED, or SUCCEEDED with rerun
+            number = max(latest.number + 1, spec.attempt)
+
+        submission_id = spec.submission_id(number)
+        metadata = submission_metadata(spec, number)
+        try:
+            self._call("submit", "submit_job", entrypoint=entrypoint, submission_id=submission_id,
+                       runtime_env=runtime_env or None, metadata=metadata)
+        except RuntimeError as exc:
+            if "already exists" not in str(exc):
+                raise
+            # Someone (another CLI, the RayJob's submitter) submitted this attempt first.
+            return SubmitResult("attached", self.attempt_info(submission_id, number))
+        return SubmitResult("submitted", self.attempt_info(submission_id, number))
+
+    def stop(self, spec_or_run: GrpoSpec | str) -> Optional[Attempt]:
+        """Stop the latest live attempt; None when no attempt is live."""
+        live = [a for a in self.attempts(spec_or_run) if a.live]
+        if not live:
+            return None
+        target = live[-1]
+        self._call("stop", "stop_job", target.submission_id)
+        return target
+
+    def wait_terminal(self, submission_id: str, timeout: float, poll: float = 0.5) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status(submission_id)
+            if status in TERMINAL or time.monotonic() >= deadline:
+                return status
+            self._sleep(poll)
+
+    # -- following ---------------------------------------------------------------------------
+    def follow(self, submission_id: str, *, status_every: float = 30.0,
+               print_logs: bool = True, tracker: Optional[ProgressTracker] = None) -> str:
+        """Stream the attempt's logs until it ends, printing a status line (state, elapsed
+        time, latest step/reward from the logs) to stderr every `status_every` seconds.
+        Returns the final status."""
+        tracker = tracker or ProgressTracker()
+        return asyncio.run(self._follow(submission_id, status_every, print_logs, tracker))
+
+    def status_line(self, submission_id: str, status: str, started: float,
+                    tracker: ProgressTracker) -> str:
+        return (f"[jobs] {submission_id}: {status}, elapsed {fmt_duration(time.monotonic() - started)}"
+                f", {tracker.describe()}")
+
+    async def _follow(self, submission_id: str, status_every: float, print_logs: bool,
+                      tracker: ProgressTracker) -> str:
+        client = self.client
+        started = time.monotonic()
+        printed = 0           # characters already shown: a reconnect replays the log from its start
+        stop = asyncio.Event()
+
+        async def ticker():
+            while not stop.is_set():
+                try:
+                    await asyncio.wait_for(stop.wait(), timeout=status_every)
+                    return
+                except asyncio.TimeoutError:
+                    pass
+                try:
+                    status = await asyncio.to_thread(self.status, submission_id)
+                except DashboardUnreachable:
+                    status = "UNKNOWN (dashboard not answering)"
+                print(self.status_line(submission_id, status, started, tracker),
+                      file=self.err, flush=True)
+
+        tick = asyncio.create_task(ticker())
+        delays = self.retry.delays()
+        failures = 0
+        try:
+            while True:
+                seen = 0
+                try:
+                    async for chunk in client.tail_job_logs(submission_id):
+                        failures = 0
+                        end = seen + len(chunk)
+                        if end > printed:
+                            new = chunk[max(0, printed - seen):]
+                            if print_logs:
+                                self.out.write(new)
+                                self.out.flush()
+                            tracker.feed(new)
+                            printed = end
+                        seen = end
+                    break       # the server closed the stream: the attempt is terminal
+                except Exception as exc:  # noqa: BLE001
+                    if not _is_unreachable(exc):
+                        raise
+                    failures += 1
+                    if failures >= self.retry.tries:
+                        raise self._unreachable(exc, failures) from exc
+                    delay = delays[failures - 1]
+                    print(f"[jobs] log stream of {submission_id} interrupted ({type(exc).__name__}); "
+                          f"reconnecting in {delay:.1f}s", file=self.err, flush=True)
+                    await asyncio.sleep(delay)
+        finally:
+            stop.set()
+            await tick
+        # The stream ends when the job is terminal; its status may lag by a moment.
+        status = await asyncio.to_thread(self.wait_terminal, submission_id, 10.0)
+        print(self.status_line(submission_id, status, started, tracker), file=self.err, flush=True)
+        return status
+
+    # -- reporting ---------------------------------------------------------------------------
+    def exit_code_for(self, attempt: Attempt, *, show_tail: bool = True) -> ExitCode:
+        """Map an attempt's state to the CLI's exit code; for a failure, print its log tail."""
+        if attempt.status == "SUCCEEDED" or attempt.live:
+            return ExitCode.OK
+        if attempt.status == "STOPPED":
+            print(f"[jobs] {attempt.submission_id} was STOPPED. `python -m jobs submit` starts the "
+                  "next attempt, resuming from the run's checkpoints.", file=self.err, flush=True)
+            return ExitCode.JOB_STOPPED
+        tail = self.log_tail(attempt.submission_id)
+        if show_tail:
+            print(f"[jobs] {attempt.submission_id} FAILED"
+                  + (f" (driver exit code {attempt.driver_exit_code})"
+                     if attempt.driver_exit_code is not None else "")
+                  + (f": {attempt.message}" if attempt.message else "")
+                  + f"\n[jobs] last {LOG_TAIL_LINES} log lines:", file=self.err)
+            print(tail, file=self.err, flush=True)
+        if TIMEOUT_MARKER in tail:
+            print("[jobs] the GPUs did not become available in time (exit 3): submit again once "
+                  "the GPU nodes have joined; the next attempt resumes from the checkpoints.",
+                  file=self.err, flush=True)
+            return ExitCode.GPU_WAIT_TIMEOUT
+        return ExitCode.JOB_FAILED
+
+    def log_tail(self, submission_id: str, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            text = self.logs(submission_id)
+        except RuntimeError as exc:   # no logs (e.g. the runtime env failed to set up)
+            return f"(no logs: {exc})"
+        return "\n".join(text.rstrip("\n").splitlines()[-lines:])

@@ -1,0 +1,131 @@
+"""A real Ray head for the jobs tests, isolated in Linux namespaces.
+
+The test module re-runs itself with pytest under
+
+    unshare --net --pid --fork --mount-proc sh -c 'ip link set lo up && mount -t tmpfs ... /tmp/ray && ...'
+
+- a network namespace with only loopback: Ray binds its node address and the dashboard to
+  127.0.0.1 here, and even a component binding 0.0.0.0 could not be reached from outside;
+- a PID namespace with its own /proc: `ray stop --force` (which kills Ray processes by name)
+  sees only this head, never another Ray on the machine, and when the namespace's first process
+  exits the kernel kills whatever is left in it;
+- a private tmpfs on /tmp/ray: the head's sessions, sockets and logs stay out of the host's
+  /tmp/ray and vanish with the namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+NS_ENV = "GKE_GRPO_RAY_TEST_NAMESPACE"
+DASHBOARD = "http://127.0.0.1:8265"
+GCS = "127.0.0.1:6379"
+FAKE_GPUS = 2
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def inside_namespace() -> bool:
+    return os.environ.get(NS_ENV) == "1"
+
+
+def namespace_unavailable() -> str | None:
+    """Why the namespace cannot be made here (None if it can)."""
+    for tool in ("unshare", "ip", "mount"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not installed (util-linux / iproute2)"
+    probe = subprocess.run(["unshare", "--net", "--pid", "--fork", "--mount-proc", "sh", "-c",
+                            "ip link set lo up && mkdir -p /tmp/ray && mount -t tmpfs tmpfs /tmp/ray"],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        return ("cannot create network/PID/mount namespaces (`unshare --net --pid --mount-proc`, "
+                f"needs root or CAP_SYS_ADMIN): {probe.stderr.strip()}")
+    return None
+
+
+def namespace_command(pytest_args: list[str]) -> list[str]:
+    # PID 1 of the namespace is this file's `init`: it reaps the orphans Ray leaves behind
+    # (otherwise zombies that `ray stop` waits for) and exits with pytest's exit code.
+    inner = " ".join([
+        "ip link set lo up",
+        "&& mkdir -p /tmp/ray && mount -t tmpfs -o size=2g tmpfs /tmp/ray",
+        "&& exec", sys.executable, __file__, "init", sys.executable, "-m", "pytest", *pytest_args,
+    ])
+    return ["unshare", "--net", "--pid", "--fork", "--mount-proc", "sh", "-c", inner]
+
+
+def non_loopback_listeners() -> list[str]:
+    """TCP listeners of this namespace that are NOT on loopback (expected: none)."""
+    bad = []
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local, state = fields[1], fields[3]
+            if state != "0A":          # LISTEN
+                continue
+            addr = local.split(":")[0]
+            loopback = (addr.endswith("7F") and len(addr) == 8                 # 127.x.x.x
+                        or addr == "00000000000000000000000001000000"          # ::1
+                        or addr.startswith("0000000000000000FFFF0000") and addr.endswith("7F"))
+            if not loopback:
+                bad.append(f"{table} {local}")
+    return bad
+
+
+def start_head() -> None:
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
+               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    subprocess.run(
+        [RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",
+         f"--num-cpus={FAKE_GPUS}", f"--num-gpus={FAKE_GPUS}", "--include-dashboard=true",
+         "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--disable-usage-stats",
+         "--object-store-memory=100000000"],
+        check=True, capture_output=True, text=True, timeout=120, env=env)
+    from ray.job_submission import JobSubmissionClient
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            JobSubmissionClient(DASHBOARD).list_jobs()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def stop_head() -> None:
+    # Inside our own PID namespace `ray stop` only sees this head's processes.
+    assert inside_namespace(), "never run `ray stop` outside the test's PID namespace"
+    subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=60)
+
+
+def init(argv: list[str]) -> int:
+    """A minimal init for PID 1 of the namespace: run argv, reap every child, return argv's
+    exit code. Signals that stop the test run (TERM, INT, HUP) are passed on to it."""
+    import signal
+
+    child = subprocess.Popen(argv)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: child.send_signal(signum))
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            return 1
+        except InterruptedError:  # pragma: no cover - retried by Python since 3.5
+            continue
+        if pid == child.pid:
+            return os.waitstatus_to_exitcode(status)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["init"]:
+    sys.exit(init(sys.argv[2:]))
