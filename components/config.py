@@ -370,6 +370,9 @@ class JobConfig(_Area):
     checkpoints_to_keep: int = 2
     validate_every_steps: int = 10
     active_deadline_seconds: int = Field(7 * 24 * 3600, ge=600)
+    # How long an attempt waits for all its GPUs before failing (Spot and flex-start capacity
+    # can take a while to arrive).
+    gpu_wait_seconds: int = Field(1800, ge=60)
     extra_overrides: tuple[str, ...] = ()
 
 

@@ -134,12 +134,11 @@ class KubeRay(pulumi.ComponentResource):
     def __init__(self, name: str, config: StackConfig, *, networks: GpuNetworks,
                  cluster: GkeCluster, capacity: GpuCapacity, storage: SharedStorage,
                  hf_token: pulumi.Input[str], wandb_api_key: Optional[pulumi.Input[str]] = None,
-                 head_extra_volumes: Optional[list[dict]] = None,
-                 head_extra_mounts: Optional[list[dict]] = None,
-                 head_extra_env: Optional[list[dict]] = None,
+                 head_code: Optional[dict[str, str]] = None,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gke-grpo:components:KubeRay", name, None, opts)
         self._provider = cluster.provider
+        self.provider = cluster.provider
         self.row = image_row(config)
         versions = load_versions()
         namespace = cluster.namespace_name
@@ -211,6 +210,21 @@ class KubeRay(pulumi.ComponentResource):
                 string_data={"api_key": pulumi.Output.secret(wandb_api_key)},
                 opts=self._k8s())
 
+        # ---- the job code the head runs before training (no image rebuild) ---------------------
+        head_volumes: list[dict] = []
+        head_mounts: list[dict] = []
+        head_env: list[dict] = []
+        code_dependencies: list[pulumi.Resource] = []
+        if head_code:
+            from components.grpo_job import HEAD_CODE_CONFIGMAP, head_code_mount
+            code = k8s.core.v1.ConfigMap(
+                f"{name}-jobs-code",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=HEAD_CODE_CONFIGMAP, namespace=namespace),
+                data=head_code,
+                opts=self._k8s())
+            head_volumes, head_mounts, head_env = head_code_mount()
+            code_dependencies = [code]
+
         # ---- network policy ------------------------------------------------------------------------
         self.network_policy = k8s.networking.v1.NetworkPolicy(
             f"{name}-ray-ingress",
@@ -224,8 +238,8 @@ class KubeRay(pulumi.ComponentResource):
         spec = ray_cluster_spec(
             config, self.row, self.worker, capacity=capacity, cluster=cluster, storage=storage,
             token_auth=self.token_auth, has_wandb=wandb_api_key is not None,
-            head_extra_volumes=head_extra_volumes or [], head_extra_mounts=head_extra_mounts or [],
-            head_extra_env=head_extra_env or [])
+            head_extra_volumes=head_volumes, head_extra_mounts=head_mounts,
+            head_extra_env=head_env)
         self.ray_cluster = k8s.apiextensions.CustomResource(
             f"{name}-ray-cluster",
             api_version="ray.io/v1",
@@ -237,7 +251,7 @@ class KubeRay(pulumi.ComponentResource):
             opts=self._k8s(depends_on=[
                 *operator_ready, *network_objects, installer, storage.persistent_volume_claim,
                 self.hf_secret, *([self.wandb_secret] if self.wandb_secret else []),
-                self.network_policy,
+                self.network_policy, *code_dependencies,
                 *([capacity.node_pool] if capacity.node_pool is not None else []),
             ]))
 
