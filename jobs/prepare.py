@@ -1,0 +1,419 @@
+"""Data and model preparation on the shared mount, run by the GRPO job before training.
+
+    python -m jobs.prepare --framework verl|nemo-rl --model ID --dataset gsm8k
+                           [--data-root /data] [--source-dir DIR]
+
+It runs on the Ray head inside the framework image, so it imports the standard library only at
+module level; pyarrow (parquet) and huggingface_hub (downloads) are imported where they are
+needed. It never imports pulumi or components.
+
+Every step is idempotent and writes its own completion marker LAST; a step whose marker exists
+is skipped, so a restarted attempt (or a second run on the same /data) does no work twice:
+
+    step            output                                        marker
+    gsm8k-source    <datasets>/gsm8k/source/main/{train,test}-00000-of-00001.parquet
+                                                                  source/.gke-grpo-complete
+    gsm8k-verl      <datasets>/gsm8k/{train,test}.parquet         .gke-grpo-verl-complete
+    gsm8k-nemo-rl   <datasets>/gsm8k/{train,test}.jsonl           .gke-grpo-nemo-rl-complete
+    model           <models>/<org>/<name>/ (a Hugging Face snapshot)
+                                                                  <model>/.gke-grpo-complete
+
+GSM8K comes from the Hugging Face Hub (openai/gsm8k, config "main", its two parquet files) or,
+with --source-dir, from a local directory holding either that layout (main/*.parquet) or the
+original openai/grade-school-math JSONL files (train.jsonl, test.jsonl).
+
+The Hugging Face token is read from the HF_TOKEN environment variable (a Kubernetes Secret
+mounted as pod env); it is passed to huggingface_hub and never printed or written.
+
+Exit codes: 0 every step done or skipped; 1 a step failed (the message says which); 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import posixpath
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+from jobs.layout import CHECKPOINTS_DIR, DATASETS_DIR, HF_CACHE_DIR, MODELS_DIR, MOUNT_PATH, DataLayout
+
+FRAMEWORKS = ("verl", "nemo-rl")
+DATASETS = ("gsm8k",)
+
+# GSM8K on the Hub: dataset openai/gsm8k, config "main", one parquet file per split (the repo's
+# file list: main/train-00000-of-00001.parquet, main/test-00000-of-00001.parquet; read
+# 2026-12-01 from the search index, e.g. Hub file listings quoted in public code). 7,473 train and
+# 1,319 test rows (shared/reference/grpo-frameworks.md).
+GSM8K_HF_REPO = "openai/gsm8k"
+GSM8K_HF_FILES = {"train": "main/train-00000-of-00001.parquet",
+                  "test": "main/test-00000-of-00001.parquet"}
+GSM8K_SPLITS = ("train", "test")
+GSM8K_TRAIN_ROWS = 7473
+GSM8K_TEST_ROWS = 1319
+
+# verl's own GSM8K preprocessing, examples/data_preprocess/gsm8k.py (verl-project/verl
+# @63b2ae3a, read 2026-12-01): the same data_source, instruction, regex and row shape, so that
+# verl's rule reward (verl/utils/reward_score/gsm8k.py, selected by data_source) scores it.
+GSM8K_DATA_SOURCE = "openai/gsm8k"
+GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
+_GSM8K_ANSWER = re.compile(r"#### (\-?[0-9\.\,]+)")
+
+MARKER = ".gke-grpo-complete"
+# Bump when a step's output format changes: an older marker then no longer counts as done.
+FORMAT_VERSION = 1
+
+Downloader = Callable[..., Any]
+
+
+class PrepareError(Exception):
+    """A step failed; the message says which and why (never containing the token)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Where things go
+# ---------------------------------------------------------------------------------------------
+
+
+def layout_for(data_root: str = MOUNT_PATH) -> DataLayout:
+    root = data_root.rstrip("/") or "/"
+    return DataLayout(root=root, models=posixpath.join(root, MODELS_DIR),
+                      datasets=posixpath.join(root, DATASETS_DIR),
+                      hf_home=posixpath.join(root, HF_CACHE_DIR),
+                      checkpoints=posixpath.join(root, CHECKPOINTS_DIR))
+
+
+def dataset_files(dataset_dir: str, framework: str) -> dict[str, str]:
+    """The prepared files a framework reads: split -> path. The renderers use this too, so the
+    paths are written down once."""
+    if framework == "verl":
+        return {split: posixpath.join(dataset_dir, f"{split}.parquet") for split in GSM8K_SPLITS}
+    if framework == "nemo-rl":
+        return {split: posixpath.join(dataset_dir, f"{split}.jsonl") for split in GSM8K_SPLITS}
+    raise ValueError(f"unknown framework {framework!r}")
+
+
+def step_marker(dataset_dir: str, framework: str) -> str:
+    return posixpath.join(dataset_dir, f".gke-grpo-{framework}-complete")
+
+
+def prepare_argv(framework: str, model: str, dataset: str, data_root: str = MOUNT_PATH) -> list[str]:
+    """The arguments after ``python -m jobs.prepare`` for one run (for the RayJob entrypoint)."""
+    return ["--framework", framework, "--model", model, "--dataset", dataset,
+            "--data-root", data_root]
+
+
+# ---------------------------------------------------------------------------------------------
+# Markers and atomic writes
+# ---------------------------------------------------------------------------------------------
+
+
+def marker_done(path: Path) -> bool:
+    try:
+        content = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(content, dict) and content.get("format") == FORMAT_VERSION
+
+
+def write_marker(path: Path, **details: Any) -> None:
+    content = {"format": FORMAT_VERSION, "completed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                         time.gmtime())}
+    content.update(details)
+    _write_atomic(path, json.dumps(content, sort_keys=True) + "\n")
+
+
+def _write_atomic(path: Path, text_or_writer: Any) -> None:
+    """Write beside the target, then rename over it: a reader sees the old file or the whole new
+    one, never half of it (rename of a single file is atomic on Lustre and on gcsfuse)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        if callable(text_or_writer):
+            text_or_writer(tmp)
+        else:
+            tmp.write_text(text_or_writer)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+# ---------------------------------------------------------------------------------------------
+# GSM8K: source readers and conversions
+# ---------------------------------------------------------------------------------------------
+
+
+def extract_gsm8k_answer(answer: str) -> str:
+    """The number after "#### ", commas removed: verl's extract_solution (see GSM8K_INSTRUCTION)."""
+    match = _GSM8K_ANSWER.search(answer)
+    if match is None:
+        raise ValueError("no '#### <number>' in the answer")
+    return match.group(0).split("#### ")[1].replace(",", "")
+
+
+def _read_parquet_records(path: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq  # lazily: only when parquet is read
+
+    table = pq.read_table(path, columns=["question", "answer"])
+    return table.to_pylist()
+
+
+def _read_jsonl_records(path: Path) -> list[dict[str, Any]]:
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except ValueError as err:
+                    raise PrepareError(f"{path}:{number}: not JSON ({err})") from None
+    return records
+
+
+class LocalSource:
+    """GSM8K files in a local directory: the Hub layout (main/<split>-00000-of-00001.parquet)
+    or the original openai/grade-school-math layout (<split>.jsonl)."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+
+    def describe(self) -> str:
+        return f"local directory {self.directory}"
+
+    def fetch(self) -> None:
+        for split in GSM8K_SPLITS:
+            if self._path(split) is None:
+                raise PrepareError(f"{self.directory}: no {GSM8K_HF_FILES[split]} nor {split}.jsonl")
+
+    def _path(self, split: str) -> Optional[Path]:
+        for candidate in (self.directory / GSM8K_HF_FILES[split], self.directory / f"{split}.jsonl"):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def read(self, split: str) -> list[dict[str, Any]]:
+        path = self._path(split)
+        if path is None:
+            raise PrepareError(f"{self.directory}: no {GSM8K_HF_FILES[split]} nor {split}.jsonl")
+        return _read_parquet_records(path) if path.suffix == ".parquet" else _read_jsonl_records(path)
+
+
+class HubSource(LocalSource):
+    """GSM8K downloaded once from the Hub into ``<datasets>/gsm8k/source`` (marker last)."""
+
+    def __init__(self, directory: Path, token: Optional[str], downloader: Optional[Downloader] = None):
+        super().__init__(directory)
+        self.token = token
+        self.downloader = downloader
+
+    def describe(self) -> str:
+        return f"Hugging Face Hub dataset {GSM8K_HF_REPO}"
+
+    def fetch(self) -> None:
+        marker = self.directory / MARKER
+        if marker_done(marker):
+            _log(f"gsm8k-source: {self.directory} already complete, skipped")
+            return
+        download = self.downloader or _hf_hub_download()
+        for split in GSM8K_SPLITS:
+            _log(f"gsm8k-source: downloading {GSM8K_HF_REPO} {GSM8K_HF_FILES[split]}")
+            download(repo_id=GSM8K_HF_REPO, filename=GSM8K_HF_FILES[split], repo_type="dataset",
+                     local_dir=str(self.directory), token=self.token)
+        super().fetch()
+        write_marker(marker, step="gsm8k-source", repo=GSM8K_HF_REPO,
+                     files=sorted(GSM8K_HF_FILES.values()))
+
+
+def verl_rows(records: Iterable[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+    """GSM8K -> verl's parquet rows (examples/data_preprocess/gsm8k.py's make_map_fn)."""
+    rows = []
+    for index, record in enumerate(records):
+        question, answer = record["question"], record["answer"]
+        try:
+            solution = extract_gsm8k_answer(answer)
+        except ValueError as err:
+            raise PrepareError(f"gsm8k {split} row {index}: {err}") from None
+        rows.append({
+            "data_source": GSM8K_DATA_SOURCE,
+            "prompt": [{"role": "user", "content": question + " " + GSM8K_INSTRUCTION}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": solution},
+            "extra_info": {"split": split, "index": index, "answer": answer, "question": question},
+        })
+    return rows
+
+
+def nemo_rl_rows(records: Iterable[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+    """GSM8K -> NeMo RL ResponseDataset JSONL rows: the question and the BARE number (the math
+    verifier wraps the gold answer in \\boxed{} itself; shared/reference/grpo-frameworks.md)."""
+    rows = []
+    for index, record in enumerate(records):
+        try:
+            solution = extract_gsm8k_answer(record["answer"])
+        except ValueError as err:
+            raise PrepareError(f"gsm8k {split} row {index}: {err}") from None
+        rows.append({"question": record["question"], "answer": solution})
+    return rows
+
+
+def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
+    import pyarrow as pa  # lazily
+    import pyarrow.parquet as pq
+
+    _write_atomic(path, lambda tmp: pq.write_table(pa.Table.from_pylist(rows), tmp))
+
+
+def _write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
+    _write_atomic(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+def prepare_gsm8k(framework: str, dataset_dir: Path, source: LocalSource) -> str:
+    marker = Path(step_marker(str(dataset_dir), framework))
+    step = f"gsm8k-{framework}"
+    if marker_done(marker):
+        _log(f"{step}: {dataset_dir} already complete, skipped")
+        return "skipped"
+    source.fetch()
+    files = dataset_files(str(dataset_dir), framework)
+    counts = {}
+    for split in GSM8K_SPLITS:
+        records = source.read(split)
+        if framework == "verl":
+            rows = verl_rows(records, split)
+            _write_parquet(rows, Path(files[split]))
+        else:
+            rows = nemo_rl_rows(records, split)
+            _write_jsonl(rows, Path(files[split]))
+        counts[split] = len(rows)
+        _log(f"{step}: wrote {files[split]} ({len(rows)} rows)")
+    write_marker(marker, step=step, source=source.describe(), rows=counts)
+    return "done"
+
+
+# ---------------------------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------------------------
+
+
+def prepare_model(model: str, model_dir: Path, token: Optional[str],
+                  downloader: Optional[Downloader] = None) -> str:
+    """Download the model once into ``model_dir`` with ``snapshot_download(local_dir=...)``.
+
+    Marker-last rather than download-to-temp-then-rename: renaming a directory is not atomic on
+    Cloud Storage FUSE without hierarchical namespace (every object is copied, ~66 GB for a 32B
+    model), while ``snapshot_download(local_dir=...)`` resumes an interrupted download file by
+    file. The marker is written only after the download returned and config.json is present;
+    the training command runs only after this script exited 0, and every later run checks the
+    marker first, so a half download is never used: it is resumed (redone) by the next run.
+    """
+    marker = model_dir / MARKER
+    if marker_done(marker):
+        _log(f"model: {model_dir} already complete, skipped")
+        return "skipped"
+    download = downloader or _snapshot_download()
+    _log(f"model: downloading {model} into {model_dir}")
+    model_dir.mkdir(parents=True, exist_ok=True)
+    download(repo_id=model, local_dir=str(model_dir), token=token)
+    if not (model_dir / "config.json").is_file():
+        raise PrepareError(f"model: {model} downloaded into {model_dir} has no config.json")
+    write_marker(marker, step="model", model=model)
+    return "done"
+
+
+def _snapshot_download() -> Downloader:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as err:
+        raise PrepareError("huggingface_hub is not installed in this image") from err
+    return snapshot_download
+
+
+def _hf_hub_download() -> Downloader:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError as err:
+        raise PrepareError("huggingface_hub is not installed in this image") from err
+    return hf_hub_download
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole preparation
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PrepareResult:
+    steps: dict[str, str] = field(default_factory=dict)   # step -> "done" | "skipped"
+
+
+def prepare(framework: str, model: str, dataset: str = "gsm8k", data_root: str = MOUNT_PATH, *,
+            source_dir: Optional[str] = None, token: Optional[str] = None,
+            model_downloader: Optional[Downloader] = None,
+            file_downloader: Optional[Downloader] = None) -> PrepareResult:
+    if framework not in FRAMEWORKS:
+        raise PrepareError(f"unknown framework {framework!r}: one of {', '.join(FRAMEWORKS)}")
+    if dataset not in DATASETS:
+        raise PrepareError(f"unknown dataset {dataset!r}: one of {', '.join(DATASETS)}")
+    layout = layout_for(data_root)
+    try:
+        dataset_dir = Path(layout.dataset_dir(dataset))
+        model_dir = Path(layout.model_dir(model))
+    except ValueError as err:
+        raise PrepareError(str(err)) from None
+    if source_dir is not None:
+        source: LocalSource = LocalSource(Path(source_dir))
+    else:
+        source = HubSource(dataset_dir / "source", token, file_downloader)
+    result = PrepareResult()
+    result.steps[f"{dataset}-{framework}"] = prepare_gsm8k(framework, dataset_dir, source)
+    result.steps["model"] = prepare_model(model, model_dir, token, model_downloader)
+    return result
+
+
+def _log(message: str) -> None:
+    print(f"[prepare] {message}", flush=True)
+
+
+def _redact(text: str, token: Optional[str]) -> str:
+    return text.replace(token, "[HF_TOKEN]") if token else text
+
+
+def main(argv: Optional[list[str]] = None, *, model_downloader: Optional[Downloader] = None,
+         file_downloader: Optional[Downloader] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.prepare",
+                                     description="Prepare GSM8K and the model on the shared mount "
+                                                 "(idempotent; see the module docstring).")
+    parser.add_argument("--framework", required=True, choices=FRAMEWORKS)
+    parser.add_argument("--model", required=True, help="Hugging Face model id, e.g. Qwen/Qwen2.5-7B-Instruct")
+    parser.add_argument("--dataset", default="gsm8k", choices=DATASETS)
+    parser.add_argument("--data-root", default=MOUNT_PATH)
+    parser.add_argument("--source-dir", default=None,
+                        help="read GSM8K from this directory instead of the Hugging Face Hub")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return 2 if exit_.code else 0
+    token = os.environ.get("HF_TOKEN") or None
+    try:
+        result = prepare(args.framework, args.model, args.dataset, args.data_root,
+                         source_dir=args.source_dir, token=token,
+                         model_downloader=model_downloader, file_downloader=file_downloader)
+    except PrepareError as err:
+        print(f"[prepare] failed: {_redact(str(err), token)}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as err:  # a download error: say what failed, never the token
+        print(f"[prepare] failed: {type(err).__name__}: {_redact(str(err), token)}",
+              file=sys.stderr, flush=True)
+        return 1
+    _log("ready: " + ", ".join(f"{step} {state}" for step, state in result.steps.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

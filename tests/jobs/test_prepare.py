@@ -1,0 +1,233 @@
+"""Data and model preparation: verl parquet and NeMo RL JSONL from GSM8K-format files, scored by
+verl's own GSM8K reward; idempotent (markers), interrupted downloads redone, token never shown."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs import prepare as prep
+from tests.conftest import ROOT, skip_or_fail
+
+FIXTURE = Path(__file__).parent / "fixtures" / "gsm8k"
+MODEL = "Qwen/Qwen2.5-7B-Instruct"
+TOKEN = "hf_fixture_token_never_printed_0123456789"
+TRAIN_TRUTHS = ["12", "1250", "3.5", "-5", "3150", "110"]
+TEST_TRUTHS = ["180", "36", "360"]
+
+
+class FakeModelDownloader:
+    """snapshot_download stand-in: writes a config.json and a weights file; counts calls."""
+
+    def __init__(self, fail_first: bool = False):
+        self.calls: list[dict] = []
+        self.fail_first = fail_first
+
+    def __call__(self, *, repo_id, local_dir, token):
+        self.calls.append({"repo_id": repo_id, "local_dir": local_dir, "token": token})
+        target = Path(local_dir)
+        (target / "model-00001-of-00002.safetensors").write_bytes(b"part")
+        if self.fail_first and len(self.calls) == 1:
+            raise ConnectionError("connection reset while downloading model-00002-of-00002")
+        (target / "model-00002-of-00002.safetensors").write_bytes(b"part")
+        (target / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"]}')
+
+
+class FakeHubFiles:
+    """hf_hub_download stand-in serving the fixture as the Hub's parquet files."""
+
+    def __init__(self, parquet_dir: Path):
+        self.parquet_dir = parquet_dir
+        self.calls: list[dict] = []
+
+    def __call__(self, *, repo_id, filename, repo_type, local_dir, token):
+        self.calls.append({"repo_id": repo_id, "filename": filename, "repo_type": repo_type,
+                           "token": token})
+        target = Path(local_dir) / filename
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.parquet_dir / filename, target)
+        return str(target)
+
+
+@pytest.fixture
+def hub_layout(tmp_path) -> Path:
+    """The fixture in the Hub's layout: main/<split>-00000-of-00001.parquet."""
+    root = tmp_path / "hub"
+    for split, name in prep.GSM8K_HF_FILES.items():
+        records = [json.loads(line) for line in (FIXTURE / f"{split}.jsonl").read_text().splitlines()]
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(records), root / name)
+    return root
+
+
+def verl_gsm8k_scorer():
+    """verl's own scorer, loaded by file path (importing the verl package needs torch)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or spec.origin is None:
+        skip_or_fail("verl is not installed (pip install verl==<version> --no-deps; make setup)")
+    path = Path(spec.origin).parent / "utils" / "reward_score" / "gsm8k.py"
+    module_spec = importlib.util.spec_from_file_location("verl_reward_gsm8k", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module.compute_score
+
+
+def run(tmp_path, framework="verl", **kwargs):
+    kwargs.setdefault("source_dir", str(FIXTURE))
+    kwargs.setdefault("model_downloader", FakeModelDownloader())
+    return prep.prepare(framework, MODEL, "gsm8k", str(tmp_path / "data"), **kwargs)
+
+
+def test_verl_parquet_matches_verls_preprocessing_and_scorer(tmp_path):
+    compute_score = verl_gsm8k_scorer()
+    result = run(tmp_path)
+    assert result.steps == {"gsm8k-verl": "done", "model": "done"}
+    data = tmp_path / "data" / "datasets" / "gsm8k"
+    for split, truths in (("train", TRAIN_TRUTHS), ("test", TEST_TRUTHS)):
+        table = pq.read_table(data / f"{split}.parquet")
+        assert table.column_names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+        rows = table.to_pylist()
+        assert [r["reward_model"]["ground_truth"] for r in rows] == truths
+        raw = [json.loads(line) for line in (FIXTURE / f"{split}.jsonl").read_text().splitlines()]
+        for index, (row, source) in enumerate(zip(rows, raw)):
+            assert row["data_source"] == "openai/gsm8k"
+            assert row["ability"] == "math"
+            assert row["reward_model"]["style"] == "rule"
+            assert row["prompt"] == [{"role": "user", "content": source["question"] + " Let's think "
+                                      "step by step and output the final answer after \"####\"."}]
+            assert row["extra_info"] == {"split": split, "index": index, "answer": source["answer"],
+                                         "question": source["question"]}
+            truth = row["reward_model"]["ground_truth"]
+            # verl's reward: the reference solution scores 1, a wrong final answer 0.
+            assert compute_score(source["answer"], truth) == 1.0
+            assert compute_score(f"Step by step.\n#### {truth}", truth) == 1.0
+            assert compute_score("Step by step.\n#### 99999", truth) == 0
+
+
+def test_nemo_rl_jsonl_has_the_bare_number(tmp_path):
+    result = run(tmp_path, framework="nemo-rl")
+    assert result.steps == {"gsm8k-nemo-rl": "done", "model": "done"}
+    data = tmp_path / "data" / "datasets" / "gsm8k"
+    for split, truths in (("train", TRAIN_TRUTHS), ("test", TEST_TRUTHS)):
+        rows = [json.loads(line) for line in (data / f"{split}.jsonl").read_text().splitlines()]
+        raw = [json.loads(line) for line in (FIXTURE / f"{split}.jsonl").read_text().splitlines()]
+        assert rows == [{"question": r["question"], "answer": t} for r, t in zip(raw, truths)]
+    # The renderer points NeMo RL at exactly these files.
+    assert prep.dataset_files("/data/datasets/gsm8k", "nemo-rl") == {
+        "train": "/data/datasets/gsm8k/train.jsonl", "test": "/data/datasets/gsm8k/test.jsonl"}
+
+
+def test_second_run_does_nothing(tmp_path):
+    downloader = FakeModelDownloader()
+    run(tmp_path, model_downloader=downloader)
+    data = tmp_path / "data"
+    before = {p: p.stat().st_mtime_ns for p in data.rglob("*") if p.is_file()}
+    again = run(tmp_path, model_downloader=downloader)
+    assert again.steps == {"gsm8k-verl": "skipped", "model": "skipped"}
+    assert len(downloader.calls) == 1
+    assert {p: p.stat().st_mtime_ns for p in data.rglob("*") if p.is_file()} == before
+    # Both frameworks on one /data: each prepares its own files, the model is shared.
+    other = run(tmp_path, framework="nemo-rl", model_downloader=downloader)
+    assert other.steps == {"gsm8k-nemo-rl": "done", "model": "skipped"}
+
+
+def test_interrupted_model_download_is_redone(tmp_path):
+    downloader = FakeModelDownloader(fail_first=True)
+    with pytest.raises(ConnectionError):
+        run(tmp_path, model_downloader=downloader)
+    model_dir = tmp_path / "data" / "models" / "Qwen" / "Qwen2.5-7B-Instruct"
+    assert (model_dir / "model-00001-of-00002.safetensors").exists()   # half a download...
+    assert not (model_dir / prep.MARKER).exists()                      # ...never marked done
+    # The dataset step finished and is not repeated; the model is downloaded again.
+    again = run(tmp_path, model_downloader=downloader)
+    assert again.steps == {"gsm8k-verl": "skipped", "model": "done"}
+    assert len(downloader.calls) == 2
+    assert (model_dir / "config.json").exists() and (model_dir / prep.MARKER).exists()
+
+
+def test_download_without_config_json_is_not_marked(tmp_path):
+    def empty_download(*, repo_id, local_dir, token):
+        pass
+
+    with pytest.raises(prep.PrepareError, match="has no config.json"):
+        run(tmp_path, model_downloader=empty_download)
+    assert not (tmp_path / "data" / "models" / "Qwen" / "Qwen2.5-7B-Instruct" / prep.MARKER).exists()
+
+
+def test_hub_source_downloads_once(tmp_path, hub_layout):
+    files = FakeHubFiles(hub_layout)
+    result = run(tmp_path, source_dir=None, file_downloader=files, token=TOKEN)
+    assert result.steps["gsm8k-verl"] == "done"
+    assert sorted(c["filename"] for c in files.calls) == sorted(prep.GSM8K_HF_FILES.values())
+    assert {(c["repo_id"], c["repo_type"], c["token"]) for c in files.calls} == {
+        ("openai/gsm8k", "dataset", TOKEN)}
+    source = tmp_path / "data" / "datasets" / "gsm8k" / "source"
+    assert (source / prep.MARKER).exists()
+    # NeMo RL on the same /data reuses the downloaded source.
+    run(tmp_path, framework="nemo-rl", source_dir=None, file_downloader=files, token=TOKEN)
+    assert len(files.calls) == 2
+    rows = pq.read_table(tmp_path / "data" / "datasets" / "gsm8k" / "train.parquet").to_pylist()
+    assert [r["reward_model"]["ground_truth"] for r in rows] == TRAIN_TRUTHS
+
+
+def test_local_source_in_hub_layout(tmp_path, hub_layout):
+    run(tmp_path, framework="nemo-rl", source_dir=str(hub_layout))
+    rows = (tmp_path / "data" / "datasets" / "gsm8k" / "test.jsonl").read_text().splitlines()
+    assert [json.loads(r)["answer"] for r in rows] == TEST_TRUTHS
+
+
+def test_answer_without_final_number_names_the_row(tmp_path):
+    source = tmp_path / "bad"
+    source.mkdir()
+    shutil.copyfile(FIXTURE / "test.jsonl", source / "test.jsonl")
+    rows = (FIXTURE / "train.jsonl").read_text().splitlines()
+    rows[2] = json.dumps({"question": "How many?", "answer": "No final answer here."})
+    (source / "train.jsonl").write_text("\n".join(rows) + "\n")
+    with pytest.raises(prep.PrepareError, match="gsm8k train row 2: no '#### <number>'"):
+        run(tmp_path, source_dir=str(source))
+    assert not (tmp_path / "data" / "datasets" / "gsm8k" / ".gke-grpo-verl-complete").exists()
+
+
+def test_cli_reads_the_token_from_env_and_never_prints_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    downloader = FakeModelDownloader()
+    argv = ["--framework", "verl", "--model", MODEL, "--dataset", "gsm8k",
+            "--data-root", str(tmp_path / "data"), "--source-dir", str(FIXTURE)]
+    assert prep.main(argv, model_downloader=downloader) == 0
+    assert downloader.calls[0]["token"] == TOKEN
+
+    def leaky(*, repo_id, local_dir, token):
+        raise PermissionError(f"401 Unauthorized for {repo_id} with token {token}")
+
+    shutil.rmtree(tmp_path / "data" / "models")
+    assert prep.main(argv, model_downloader=leaky) == 1
+    captured = capsys.readouterr()
+    output = captured.out + captured.err
+    assert "[prepare] ready: gsm8k-verl done, model done" in output
+    assert "401 Unauthorized for Qwen/Qwen2.5-7B-Instruct with token [HF_TOKEN]" in captured.err
+    assert TOKEN not in output
+    for path in (tmp_path / "data").rglob("*"):
+        if path.is_file() and path.suffix in ("", ".json", ".jsonl"):
+            assert TOKEN not in path.read_text(errors="ignore")
+
+
+def test_cli_usage_errors_exit_2(capsys):
+    assert prep.main(["--framework", "trl", "--model", MODEL]) == 2
+    assert prep.main(["--framework", "verl", "--model", "../etc/passwd"]) == 1
+
+
+def test_prepare_imports_only_the_standard_library():
+    code = ("import sys, jobs.prepare; "
+            "bad = [m for m in ('pulumi', 'components', 'pyarrow', 'huggingface_hub', 'yaml', "
+            "'pydantic') if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
