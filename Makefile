@@ -6,9 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup preview preview-prod test golden bench contract
 
-$(STAMP): requirements.txt requirements-dev.txt
+# The last pip line installs verl's config tree only (--no-deps: no torch), at the verl row's
+# version of data/versions.yaml: tools/verl_snapshot.py and the tests compose against it.
+$(STAMP): requirements.txt requirements-dev.txt data/versions.yaml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps "verl==$$($(BIN)/python -c 'from components.versions import load_versions as v; print(v().for_framework("verl").framework_version)')"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,0 +1,568 @@
+"""Preflight: every rule of shared/reference/grpo-frameworks.md checked on a GRPO spec before
+anything is created or submitted.
+
+    check(spec) -> list[Finding]
+    python -m jobs preflight --stack STACK [--config-file FILE]
+
+A Finding names the key as a user writes it (``gke-grpo:job.microBatchSizePerGpu``) and says what
+to change. Errors stop a run; warnings are printed and do not. ``check`` is pure and fast (no
+verl, no hydra, no network: the verl key snapshot and the NeMo RL key list are committed files
+read once), because it also runs inside ``pulumi up`` before any resource is registered.
+
+What is checked:
+- both frameworks: value ranges (learning rate > 0, 0 < rollout gpu memory utilization <= 0.95,
+  KL coefficient >= 0, lengths, batch sizes and steps > 0); generations per prompt > 1;
+  checkpoints on (cadence > 0, keep >= 1); prompt + response within the model's context;
+  one prompts-per-step batch fits in GSM8K's training split; rollout tensor parallelism within
+  the run's GPUs; checkpoint size x (keep + 1) against the Lustre capacity (warning);
+  gke-grpo:job.extraOverrides: syntax, keys the stack config owns, keys unknown to the
+  framework's config (verl: data/verl-<version>-config.json; NeMo RL:
+  data/nemo-rl-0.5.0-keys.txt, ``+key=`` for new keys).
+- verl (N = nodes x GPUs per node): rollout engine vllm | sglang; (prompts x n) % N == 0;
+  prompts >= mini batch; mini x n / N a positive integer divisible by the per-GPU micro batch
+  (verl floors silently: exactness required); N % rollout TP == 0; the rollout TP fits in a node
+  or is a multiple of the GPUs per node; generation colocated (no generation nodes); KL type one
+  of verl's; ulysses sequence parallelism needs use_remove_padding.
+- NeMo RL: engine vllm; B = prompts x generations divisible by the global batch; training GPUs
+  (all, or the nodes left by separate generation) / (TP x CP x PP) an integer dp; global batch
+  % dp == 0; without sequence packing or dynamic batching (global batch / dp) % micro batch == 0;
+  vLLM GPUs % (vLLM TP x PP) == 0; megatron xor dtensor; separate generation leaves training
+  nodes; generation nodes only when generation is not colocated.
+
+Exit codes of ``main``: 0 no errors (warnings may be printed); 2 the stack config is invalid or
+unreadable, or preflight found errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Optional
+
+from jobs.prepare import GSM8K_TRAIN_ROWS
+from jobs.render import override_key, owned_keys
+
+if TYPE_CHECKING:
+    from jobs.spec import GrpoSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = ROOT / "data"
+NEMO_RL_KEYS_VERSION = "0.5.0"
+NEMO_RL_KEYS_FILE = DATA_DIR / f"nemo-rl-{NEMO_RL_KEYS_VERSION}-keys.txt"
+
+JOB = "gke-grpo:job."
+GPU_NODES = "gke-grpo:gpu.nodes"
+GPU_TYPE = "gke-grpo:gpu.type"
+LUSTRE_CAPACITY = "gke-grpo:storage.lustre.capacityGib"
+EXTRA = JOB + "extraOverrides"
+
+# Highest rollout gpu_memory_utilization accepted: vLLM's fraction is of TOTAL GPU memory
+# (grpo-frameworks.md), and the colocated trainer needs what is left.
+MAX_GPU_MEMORY_UTILIZATION = 0.95
+VERL_ENGINES = ("vllm", "sglang")
+NEMO_RL_ENGINES = ("vllm",)
+# verl 0.7.1 verl/trainer/ppo/core_algos.py kl_penalty_forward (read 2026-12-01 from the
+# installed package): the estimators actor.kl_loss_type accepts.
+VERL_KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+# Checkpoint with optimizer state: fp32 master weights + AdamW moments + bf16 weights, about 12
+# bytes per parameter (grpo-frameworks.md: "A 32B checkpoint with optimizer state is about
+# 390 GB (12 bytes x params)").
+CHECKPOINT_BYTES_PER_PARAM = 12
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    params: float
+    max_positions: int
+
+
+# Parameters: shared/reference/grpo-frameworks.md "Memory arithmetic" (Qwen2.5-32B ~32.8e9,
+# 7B ~7.6e9), read 2026-12-01. Context: Qwen2.5 Instruct config.json max_position_embeddings
+# 32768 (native context; 131,072 only with YaRN rope scaling, off by default), per the project
+# brief and the Qwen2.5 model cards as summarised at emergentmind.com "Qwen-2.5-32B-Instruct"
+# ("natively 32,768"), read 2026-12-01. Other models: not checked (a warning says so).
+MODELS: dict[str, ModelFacts] = {
+    "Qwen/Qwen2.5-7B-Instruct": ModelFacts(params=7.6e9, max_positions=32768),
+    "Qwen/Qwen2.5-32B-Instruct": ModelFacts(params=32.8e9, max_positions=32768),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Literal["error", "warning"]
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.level}: {self.key}: {self.message}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Key lists (committed files, read once)
+# ------------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def verl_keys(version: str) -> frozenset[str]:
+    """Dotted keys of verl's composed ppo_trainer config (tools/verl_snapshot.py)."""
+    path = DATA_DIR / f"verl-{version}-config.json"
+    return frozenset(json.loads(path.read_text())["keys"])
+
+
+@functools.lru_cache(maxsize=None)
+def nemo_rl_keys(path: Path = NEMO_RL_KEYS_FILE) -> dict[str, str]:
+    """NeMo RL key -> where it was seen (both | newer-only | older-only)."""
+    keys: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            key, _default, seen = line.split("\t")
+            keys[key] = seen
+    return keys
+
+
+def _prefixes(keys) -> frozenset[str]:
+    out = set()
+    for key in keys:
+        parts = key.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _verl_prefixes(version: str) -> frozenset[str]:
+    return _prefixes(verl_keys(version))
+
+
+@functools.lru_cache(maxsize=None)
+def _nemo_rl_prefixes() -> frozenset[str]:
+    return _prefixes(nemo_rl_keys())
+
+
+def _suggest(key: str, known) -> str:
+    match = difflib.get_close_matches(key, list(known), n=1, cutoff=0.8)
+    return f" (did you mean {match[0]}?)" if match else ""
+
+
+# ------------------------------------------------------------------------------------------------
+# The checks
+# ------------------------------------------------------------------------------------------------
+
+
+class _Checker:
+    def __init__(self, spec: "GrpoSpec"):
+        self.spec = spec
+        self.findings: list[Finding] = []
+
+    def error(self, key: str, message: str) -> None:
+        self.findings.append(Finding("error", key, message))
+
+    def warning(self, key: str, message: str) -> None:
+        self.findings.append(Finding("warning", key, message))
+
+    # ---- values -------------------------------------------------------------------------------
+    def values(self) -> bool:
+        """Range checks; False when a value the arithmetic needs is unusable."""
+        s = self.spec
+        usable = True
+        positive = {
+            "promptsPerStep": s.prompts_per_step,
+            "miniBatchSize": s.mini_batch_size,
+            "microBatchSizePerGpu": s.micro_batch_size_per_gpu,
+            "logProbMicroBatchSizePerGpu": s.log_prob_micro_batch_size_per_gpu,
+            "maxPromptLength": s.max_prompt_length,
+            "maxResponseLength": s.max_response_length,
+            "rolloutTensorParallelSize": s.rollout_tensor_parallel_size,
+        }
+        for name, value in positive.items():
+            if value < 1:
+                self.error(JOB + name, f"is {value}; set it to 1 or more")
+                usable = False
+        if s.generations_per_prompt < 2:
+            self.error(JOB + "generationsPerPrompt",
+                       f"is {s.generations_per_prompt}; GRPO compares a group of responses per "
+                       "prompt: set it to 2 or more (8 or 16 are usual)")
+            usable = usable and s.generations_per_prompt >= 1
+        if s.nodes < 1 or s.gpus_per_node < 1:
+            self.error(GPU_NODES, f"is {s.nodes} ({s.gpus_per_node} GPUs per node); set it to 1 or more")
+            usable = False
+        if not s.learning_rate > 0:
+            self.error(JOB + "learningRate", f"is {s.learning_rate}; set a positive learning "
+                       "rate such as 1.0e-6")
+        if not s.kl_loss_coef >= 0:
+            self.error(JOB + "klLossCoef", f"is {s.kl_loss_coef}; set 0 (no KL term) or a positive "
+                       "coefficient such as 0.001")
+        if not 0 < s.rollout_gpu_memory_utilization <= MAX_GPU_MEMORY_UTILIZATION:
+            self.error(JOB + "rolloutGpuMemoryUtilization",
+                       f"is {s.rollout_gpu_memory_utilization}; set a fraction of the GPU's total "
+                       f"memory above 0 and at most {MAX_GPU_MEMORY_UTILIZATION}")
+        if s.total_steps is None and s.total_epochs is None:
+            self.error(JOB + "totalSteps", "neither totalSteps nor totalEpochs is set; set one")
+        if s.total_steps is not None and s.total_steps < 1:
+            self.error(JOB + "totalSteps", f"is {s.total_steps}; set 1 or more")
+        if s.total_epochs is not None and s.total_epochs < 1:
+            self.error(JOB + "totalEpochs", f"is {s.total_epochs}; set 1 or more")
+        if s.validate_every_steps < 0:
+            self.error(JOB + "validateEverySteps", f"is {s.validate_every_steps}; set 0 (no "
+                       "validation) or a step interval")
+        if s.generation_nodes < 0:
+            self.error(JOB + "generationNodes", f"is {s.generation_nodes}; set 0 or more")
+            usable = False
+        return usable
+
+    def checkpoints(self) -> None:
+        s = self.spec
+        if s.checkpoint_every_steps < 1:
+            self.error(JOB + "checkpointEverySteps",
+                       f"is {s.checkpoint_every_steps}: checkpoints are off, so a preempted or "
+                       "failed run cannot resume; set a step interval such as 10")
+        if s.checkpoints_to_keep < 1:
+            self.error(JOB + "checkpointsToKeep",
+                       f"is {s.checkpoints_to_keep}; keep at least 1 checkpoint to resume from")
+
+    def model(self) -> None:
+        s = self.spec
+        facts = MODELS.get(s.model)
+        if facts is None:
+            self.warning(JOB + "model", f"{s.model} is not in the preflight model table "
+                         "(jobs/preflight.py MODELS): its context length and checkpoint size are "
+                         "not checked")
+            return
+        total = s.max_prompt_length + s.max_response_length
+        if total > facts.max_positions:
+            self.error(JOB + "maxResponseLength",
+                       f"maxPromptLength + maxResponseLength = {total} tokens exceeds {s.model}'s "
+                       f"context of {facts.max_positions}; shorten the prompt or the response")
+        if s.storage_capacity_gib and s.checkpoints_to_keep >= 1:
+            one = CHECKPOINT_BYTES_PER_PARAM * facts.params
+            need = one * (s.checkpoints_to_keep + 1)  # the kept ones + the one being written
+            capacity = s.storage_capacity_gib * 2**30
+            if need > capacity:
+                self.warning(LUSTRE_CAPACITY,
+                             f"{s.checkpoints_to_keep + 1} checkpoints of {s.model} "
+                             f"(~{one / 1e9:.0f} GB each with optimizer state) need "
+                             f"~{need / 2**30:,.0f} GiB, more than the {s.storage_capacity_gib:,} GiB "
+                             "Lustre instance; lower gke-grpo:job.checkpointsToKeep or raise the "
+                             "capacity")
+
+    def dataset(self) -> None:
+        s = self.spec
+        if s.dataset == "gsm8k" and s.prompts_per_step > GSM8K_TRAIN_ROWS:
+            self.error(JOB + "promptsPerStep",
+                       f"is {s.prompts_per_step}, more than GSM8K's {GSM8K_TRAIN_ROWS} training "
+                       "rows: an epoch would have no step; lower it")
+
+    def rollout_tp(self) -> bool:
+        s = self.spec
+        tp, n = s.rollout_tensor_parallel_size, s.total_gpus
+        if tp > n:
+            self.error(JOB + "rolloutTensorParallelSize",
+                       f"is {tp}: one rollout replica asks for more GPUs than the run has "
+                       f"({n} = {s.nodes} nodes x {s.gpus_per_node}); lower it or add nodes "
+                       f"({GPU_NODES})")
+            return False
+        return True
+
+    # ---- verl ---------------------------------------------------------------------------------
+    def verl(self, usable: bool) -> None:
+        s = self.spec
+        if s.rollout_engine not in VERL_ENGINES:
+            self.error(JOB + "rolloutEngine", f"is {s.rollout_engine!r}; verl rolls out with "
+                       + " or ".join(repr(e) for e in VERL_ENGINES))
+        if s.kl_loss_type not in VERL_KL_TYPES:
+            self.error(JOB + "klLossType", f"is {s.kl_loss_type!r}; verl's KL estimators are "
+                       + ", ".join(VERL_KL_TYPES) + " (GRPO recipes use low_var_kl)")
+        if not s.colocated_generation:
+            self.error(JOB + "colocatedGeneration", "is false; verl's FSDP GRPO here rolls out on "
+                       "the training GPUs (hybrid engine): set it true (separate generation nodes "
+                       "are a NeMo RL option)")
+        if s.generation_nodes:
+            self.error(JOB + "generationNodes", f"is {s.generation_nodes}; verl rolls out on the "
+                       "training GPUs: set it to 0")
+        if not usable:
+            return
+        n_gpus = s.total_gpus
+        n = s.generations_per_prompt
+        if (s.prompts_per_step * n) % n_gpus:
+            self.error(JOB + "promptsPerStep",
+                       f"promptsPerStep x generationsPerPrompt = {s.prompts_per_step} x {n} = "
+                       f"{s.prompts_per_step * n} responses per step do not split evenly over "
+                       f"{n_gpus} GPUs; make promptsPerStep x generationsPerPrompt a multiple of "
+                       f"{n_gpus}")
+        if s.prompts_per_step < s.mini_batch_size:
+            self.error(JOB + "miniBatchSize",
+                       f"is {s.mini_batch_size}, more than promptsPerStep ({s.prompts_per_step}); "
+                       "verl's mini batch counts prompts: set it to promptsPerStep or a divisor")
+        per_gpu, rest = divmod(s.mini_batch_size * n, n_gpus)
+        if rest or per_gpu < 1:
+            self.error(JOB + "miniBatchSize",
+                       f"miniBatchSize x generationsPerPrompt / GPUs = {s.mini_batch_size} x {n} "
+                       f"/ {n_gpus} is not a positive integer; make miniBatchSize x "
+                       f"generationsPerPrompt a multiple of {n_gpus}")
+        elif per_gpu % s.micro_batch_size_per_gpu:
+            self.error(JOB + "microBatchSizePerGpu",
+                       f"is {s.micro_batch_size_per_gpu}, which does not divide the per-GPU mini "
+                       f"batch of {per_gpu} (miniBatchSize x generationsPerPrompt / GPUs); use a "
+                       f"divisor of {per_gpu}")
+        if self.rollout_tp():
+            tp, gpn = s.rollout_tensor_parallel_size, s.gpus_per_node
+            if n_gpus % tp:
+                self.error(JOB + "rolloutTensorParallelSize",
+                           f"is {tp}, which does not divide the run's {n_gpus} GPUs; use a "
+                           f"divisor of {n_gpus}")
+            elif tp > gpn and tp % gpn:
+                self.error(JOB + "rolloutTensorParallelSize",
+                           f"is {tp}: a rollout replica must fit in one node ({gpn} GPUs) or span "
+                           f"whole nodes; use a divisor or a multiple of {gpn}")
+
+    def verl_extras(self, overrides: dict[str, str]) -> None:
+        sp = overrides.get("actor_rollout_ref.actor.ulysses_sequence_parallel_size")
+        padding = overrides.get("actor_rollout_ref.model.use_remove_padding", "False")
+        if sp is not None and _as_int(sp) not in (None, 1) and not _as_bool(padding):
+            self.error(EXTRA, f"actor_rollout_ref.actor.ulysses_sequence_parallel_size={sp} needs "
+                       "actor_rollout_ref.model.use_remove_padding=True; add it")
+
+    # ---- NeMo RL ------------------------------------------------------------------------------
+    def nemo_rl(self, usable: bool, overrides: dict[str, str]) -> None:
+        s = self.spec
+        if s.rollout_engine not in NEMO_RL_ENGINES:
+            self.error(JOB + "rolloutEngine", f"is {s.rollout_engine!r}; NeMo RL 0.5.0 GRPO "
+                       "generates with 'vllm' here")
+        if s.kl_loss_type not in ("low_var_kl", "k3"):
+            self.warning(JOB + "klLossType", f"is {s.kl_loss_type!r} but is not rendered for NeMo "
+                         "RL: its reference-policy KL is the k3 (low_var_kl) estimator "
+                         "(loss_fn.reference_policy_kl_type is not confirmed in v0.5.0)")
+        if s.validate_every_steps == 0:
+            self.warning(JOB + "validateEverySteps", "is 0 (no validation): NeMo RL ranks the "
+                         "checkpoints it keeps (checkpointing.keep_top_k) by a validation metric")
+        if s.colocated_generation and s.generation_nodes:
+            self.error(JOB + "generationNodes", f"is {s.generation_nodes} while "
+                       "colocatedGeneration is true; set it to 0, or set colocatedGeneration "
+                       "false to give generation its own nodes")
+        gen_nodes = 0
+        if not s.colocated_generation:
+            if s.generation_nodes < 1:
+                self.error(JOB + "generationNodes", "is 0 while colocatedGeneration is false; "
+                           "give generation 1 or more nodes")
+                usable = False
+            elif s.generation_nodes > s.nodes:
+                self.error(JOB + "generationNodes",
+                           f"is {s.generation_nodes}: more GPU nodes than the run has "
+                           f"({GPU_NODES} = {s.nodes}); lower it or add nodes")
+                usable = False
+            elif s.generation_nodes == s.nodes:
+                self.error(JOB + "generationNodes",
+                           f"is {s.generation_nodes}, all of the run's {s.nodes} nodes: separate "
+                           "generation must leave nodes for training; lower it or add nodes")
+                usable = False
+            else:
+                gen_nodes = s.generation_nodes
+        if not usable:
+            return
+        get = functools.partial(_override_int, overrides)
+        megatron = _as_bool(overrides.get("policy.megatron_cfg.enabled", "False"))
+        dtensor = _as_bool(overrides.get("policy.dtensor_cfg.enabled", "True"))
+        if megatron == dtensor:
+            self.error(EXTRA, "NeMo RL trains with exactly one backend: set "
+                       "policy.megatron_cfg.enabled and policy.dtensor_cfg.enabled to opposite "
+                       "values")
+            return
+        if megatron:
+            tp = get("policy.megatron_cfg.tensor_model_parallel_size", 1)
+            pp = get("policy.megatron_cfg.pipeline_model_parallel_size", 1)
+            cp = get("policy.megatron_cfg.context_parallel_size", 1)
+        else:
+            tp = get("policy.dtensor_cfg.tensor_parallel_size", 1)
+            pp = 1
+            cp = get("policy.dtensor_cfg.context_parallel_size", 1)
+        if min(tp, pp, cp) < 1:
+            self.error(EXTRA, "training parallel sizes (TP, PP, CP) must be 1 or more")
+            return
+        train_gpus = (s.nodes - gen_nodes) * s.gpus_per_node
+        gen_gpus = gen_nodes * s.gpus_per_node if gen_nodes else s.total_gpus
+        batch = s.prompts_per_step * s.generations_per_prompt
+        gbs = s.mini_batch_size
+        if batch % gbs:
+            self.error(JOB + "miniBatchSize",
+                       f"is {gbs} (NeMo RL's policy.train_global_batch_size, in samples), which "
+                       f"does not divide the {batch} samples of a step (promptsPerStep x "
+                       f"generationsPerPrompt = {s.prompts_per_step} x {s.generations_per_prompt});"
+                       f" use a divisor of {batch}")
+        model_parallel = tp * pp * cp
+        if train_gpus % model_parallel:
+            self.error(EXTRA, f"training TP x PP x CP = {model_parallel} does not divide the "
+                       f"{train_gpus} training GPUs; choose sizes whose product divides it")
+        else:
+            dp = train_gpus // model_parallel
+            if gbs % dp:
+                self.error(JOB + "miniBatchSize",
+                           f"is {gbs}, not a multiple of the data-parallel size {dp} ({train_gpus} "
+                           f"training GPUs / TP x PP x CP {model_parallel}); use a multiple of {dp}")
+            else:
+                packing = _as_bool(overrides.get("policy.sequence_packing.enabled", "True"))
+                dynamic = _as_bool(overrides.get("policy.dynamic_batching.enabled", "False"))
+                if not packing and not dynamic and (gbs // dp) % s.micro_batch_size_per_gpu:
+                    self.error(JOB + "microBatchSizePerGpu",
+                               f"is {s.micro_batch_size_per_gpu}, which does not divide the "
+                               f"per-rank batch of {gbs // dp} (miniBatchSize / data-parallel "
+                               f"size {dp}) with sequence packing and dynamic batching off; use a "
+                               f"divisor of {gbs // dp}")
+        if self.rollout_tp():
+            vllm_pp = get("policy.generation.vllm_cfg.pipeline_parallel_size", 1)
+            per_replica = s.rollout_tensor_parallel_size * max(vllm_pp, 1)
+            if gen_gpus % per_replica:
+                self.error(JOB + "rolloutTensorParallelSize",
+                           f"vLLM TP x PP = {per_replica} does not divide the {gen_gpus} "
+                           "generation GPUs; use a divisor")
+
+    # ---- extra overrides ------------------------------------------------------------------------
+    def extras(self) -> dict[str, str]:
+        """Syntax, ownership and known keys of gke-grpo:job.extraOverrides; returns the plain
+        key -> value map for the rules that read them."""
+        s = self.spec
+        values: dict[str, str] = {}
+        owned = owned_keys(s)
+        if s.framework == "verl":
+            try:
+                known = verl_keys(s.framework_version)
+            except FileNotFoundError:
+                self.error(EXTRA, f"no verl key snapshot data/verl-{s.framework_version}-config.json"
+                           " to check overrides against: run python -m tools.verl_snapshot")
+                return values
+            prefixes = _verl_prefixes(s.framework_version)
+            seen = {k: "both" for k in known}
+            where = f"verl {s.framework_version}'s ppo_trainer config"
+        else:
+            if s.framework_version != NEMO_RL_KEYS_VERSION:
+                self.warning(EXTRA, f"NeMo RL {s.framework_version}: overrides are checked against "
+                             f"the {NEMO_RL_KEYS_VERSION} key list ({NEMO_RL_KEYS_FILE.name})")
+            seen = nemo_rl_keys()
+            known = frozenset(seen)
+            prefixes = _nemo_rl_prefixes()
+            where = "NeMo RL 0.5.0's grpo_math_1B.yaml (data/nemo-rl-0.5.0-keys.txt)"
+        for override in s.extra_overrides:
+            prefix, key = override_key(override)
+            if ("=" not in override and prefix != "~") or not key or " " in key:
+                self.error(EXTRA, f"{override!r} is not a key=value override")
+                continue
+            if key in owned:
+                self.error(EXTRA, f"{key} is set from the stack config ({override!r}); change "
+                           "the gke-grpo:job or gke-grpo:gpu value that owns it instead")
+                continue
+            exists = key in known or key in prefixes
+            if prefix == "+":
+                if exists:
+                    self.error(EXTRA, f"{key} already exists in {where}: drop the '+' "
+                               f"({override!r})")
+                continue
+            if prefix == "++":
+                continue
+            if not exists:
+                self.error(EXTRA, f"{key} is not a key of {where}{_suggest(key, known)}; "
+                           "fix the spelling, or write +" + key + "=... to add a new key")
+                continue
+            if seen.get(key) == "newer-only":
+                self.warning(EXTRA, f"{key} is in a newer NeMo RL grpo_math_1B.yaml but not "
+                             "confirmed in v0.5.0; the run fails at start if v0.5.0 lacks it")
+            if prefix == "":
+                values[key] = override.split("=", 1)[1]
+        return values
+
+    def run(self) -> list[Finding]:
+        s = self.spec
+        usable = self.values()
+        self.checkpoints()
+        self.dataset()
+        if usable:
+            self.model()
+        overrides = self.extras()
+        if s.framework == "verl":
+            self.verl(usable)
+            self.verl_extras(overrides)
+        elif s.framework == "nemo-rl":
+            self.nemo_rl(usable, overrides)
+        else:
+            self.error(JOB + "framework", f"is {s.framework!r}; one of 'verl', 'nemo-rl'")
+        return self.findings
+
+
+def _as_bool(value: str) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _as_int(value: str) -> Optional[int]:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _override_int(overrides: dict[str, str], key: str, default: int) -> int:
+    value = _as_int(overrides[key]) if key in overrides else default
+    return default if value is None else value
+
+
+def check(spec: "GrpoSpec") -> list[Finding]:
+    """Every preflight rule on ``spec``: errors first, then warnings, in rule order."""
+    findings = _Checker(spec).run()
+    return [f for f in findings if f.level == "error"] + [f for f in findings if f.level == "warning"]
+
+
+def errors(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.level == "error"]
+
+
+# ------------------------------------------------------------------------------------------------
+# CLI: python -m jobs preflight --stack STACK [--config-file FILE]
+# ------------------------------------------------------------------------------------------------
+
+EXIT_OK, EXIT_FAILED = 0, 2
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Load and validate the stack config, build the spec, print findings. Exit 0 when there is
+    no error (warnings allowed), 2 on an invalid or unreadable config or a preflight error."""
+    parser = argparse.ArgumentParser(prog="python -m jobs preflight",
+                                     description="Check a stack's GRPO job against the rules of "
+                                                 "verl / NeMo RL before anything runs.")
+    parser.add_argument("--stack", required=True, help="stack name: reads Pulumi.<stack>.yaml")
+    parser.add_argument("--config-file", type=Path, default=None,
+                        help="a stack file to read instead of Pulumi.<stack>.yaml")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return EXIT_FAILED if exit_.code else EXIT_OK
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from components.config import ConfigError, load_stack_config
+    from jobs.spec import spec_from_config
+    from tools.preview import PreviewInputError, read_config_file
+
+    path = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
+    try:
+        raw, secret_keys = read_config_file(path)
+        config = load_stack_config(raw, secret_keys, args.stack)
+    except PreviewInputError as err:
+        print(f"preflight: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except ConfigError as err:
+        print(f"preflight: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    spec = spec_from_config(config)
+    findings = check(spec)
+    for finding in findings:
+        print(finding)
+    failed = errors(findings)
+    warnings = len(findings) - len(failed)
+    print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "
+          f"{len(failed)} error(s), {warnings} warning(s)")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""The framework command of a GRPO spec: verl hydra overrides or NeMo RL config overrides, the
+training entrypoint and its Ray runtime_env.
+
+    render(spec) -> RenderedJob(entrypoint, overrides, runtime_env)
+
+``entrypoint`` is the shell command of the TRAINING step only (the RayJob code prepends the GPU
+wait and ``python -m jobs.prepare``). ``overrides`` are the raw override strings (unquoted, as
+hydra receives them one per argv item); the entrypoint shell-quotes each with shlex.
+
+Quantities have one owner each: nodes and GPUs come from gke-grpo:gpu (through the spec), the
+checkpoint directory from the run id (never the attempt, so every attempt resumes the run), the
+data and model paths from jobs/layout.py and jobs/prepare.py. ``OWNED_KEYS`` lists the framework
+keys rendered from the spec; preflight refuses them in gke-grpo:job.extraOverrides.
+
+Semantics of the spec's batch sizes per framework (the framework's own meaning, no conversion):
+- verl: data.train_batch_size = prompts_per_step (prompts); actor.ppo_mini_batch_size =
+  mini_batch_size, in PROMPTS (verl multiplies by rollout.n).
+- NeMo RL: policy.train_global_batch_size = mini_batch_size, in SAMPLES (prompt x generation).
+
+The runtime_env holds only real Ray runtime_env fields (Ray 2.54: ray/_private/runtime_env/
+validation.py parse_and_validate_pip, read 2026-12-01): ``env_vars`` without any secret (the HF
+token and W&B key reach the pods as env from Kubernetes Secrets) and, for verl, ``pip`` with
+exactly ``verl==<version> --no-deps`` installed into Ray's per-job virtualenv, which inherits the
+image's site-packages (virtualenv --system-site-packages in ray/_private/runtime_env/
+virtualenv_utils.py): torch, vLLM and the rest stay the image's. No working_dir or py_modules:
+the jobs code reaches the head another way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.layout import DATA_LAYOUT
+from jobs.prepare import GSM8K_TRAIN_ROWS, dataset_files
+from jobs.spec import GrpoSpec
+
+PROJECT_NAME = "gke-grpo"
+
+# ---- verl ---------------------------------------------------------------------------------------
+VERL_ENTRY = ("python3", "-m", "verl.trainer.main_ppo")
+
+# ---- NeMo RL ------------------------------------------------------------------------------------
+# The default config of examples/run_grpo_math.py at v0.5.0 ("If not specified, config will
+# default to examples/configs/grpo_math_1B.yaml": https://docs.nvidia.com/nemo/rl/0.5.0/guides/
+# grpo.html, read 2026-12-01). Relative to the image's workdir (data/versions.yaml
+# nemo_rl_workdir); every value that matters for the run is overridden below.
+NEMO_RL_CONFIG = "examples/configs/grpo_math_1B.yaml"
+
+# Ray runtime_env pip: the default options are ["--disable-pip-version-check",
+# "--no-cache-dir"]; setting pip_install_options replaces them, so they are repeated.
+PIP_INSTALL_OPTIONS = ("--disable-pip-version-check", "--no-cache-dir", "--no-deps")
+
+
+@dataclass(frozen=True)
+class RenderedJob:
+    entrypoint: str                        # the training command (shell), nothing else
+    overrides: tuple[str, ...]             # raw override strings, in order
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+
+
+def render(spec: GrpoSpec) -> RenderedJob:
+    if spec.framework == "verl":
+        return render_verl(spec)
+    if spec.framework == "nemo-rl":
+        return render_nemo_rl(spec)
+    raise ValueError(f"unknown framework {spec.framework!r}")
+
+
+def base_env_vars() -> dict[str, str]:
+    """Environment for every framework; no secrets here (visible in the Ray dashboard)."""
+    return {
+        # The tutorial's HF_HOME on the shared mount (jobs/layout.py): tokenizer files and other
+        # small Hub downloads are cached once for all pods.
+        "HF_HOME": DATA_LAYOUT.hf_home,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _bool(value: bool) -> str:
+    return "True" if value else "False"
+
+
+def _num(value: float | int) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def epochs_for_steps(total_steps: int, prompts_per_step: int, train_rows: int = GSM8K_TRAIN_ROWS) -> int:
+    """Epochs that hold at least ``total_steps`` steps when each epoch has
+    floor(train_rows / prompts_per_step) steps (both trainers drop the last partial batch);
+    the trainer stops at the step count, so the epoch bound must not stop it earlier."""
+    steps_per_epoch = max(train_rows // max(prompts_per_step, 1), 1)
+    return max(math.ceil(total_steps / steps_per_epoch), 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# verl
+# ------------------------------------------------------------------------------------------------
+
+
+def verl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
+    files = dataset_files(spec.dataset_dir, "verl")
+    loggers = ["console"] + (["wandb"] if spec.wandb else [])
+    if spec.total_steps is not None:
+        length = [f"trainer.total_training_steps={spec.total_steps}",
+                  f"trainer.total_epochs={epochs_for_steps(spec.total_steps, spec.prompts_per_step)}"]
+    else:
+        length = [f"trainer.total_epochs={spec.total_epochs}"]
+    return (
+        # GRPO: group-relative advantages (verl's default is gae, which builds a critic).
+        "algorithm.adv_estimator=grpo",
+        # KL as a loss term, as verl's GRPO recipes do (examples/grpo_trainer/
+        # run_qwen2_5_32b_fsdp.sh @50ef5e4f, read 2026-12-01), never in the reward.
+        "algorithm.use_kl_in_reward=False",
+        f"data.train_files={files['train']}",
+        f"data.val_files={files['test']}",
+        f"data.train_batch_size={spec.prompts_per_step}",
+        f"data.max_prompt_length={spec.max_prompt_length}",
+        f"data.max_response_length={spec.max_response_length}",
+        "data.filter_overlong_prompts=True",
+        "data.truncation=error",
+        f"actor_rollout_ref.model.path={spec.model_dir}",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+        "actor_rollout_ref.actor.strategy=fsdp2",
+        f"actor_rollout_ref.actor.optim.lr={_num(spec.learning_rate)}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={spec.mini_batch_size}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={spec.micro_batch_size_per_gpu}",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        f"actor_rollout_ref.actor.kl_loss_coef={_num(spec.kl_loss_coef)}",
+        f"actor_rollout_ref.actor.kl_loss_type={spec.kl_loss_type}",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        f"actor_rollout_ref.rollout.name={spec.rollout_engine}",
+        f"actor_rollout_ref.rollout.n={spec.generations_per_prompt}",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={spec.rollout_tensor_parallel_size}",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={_num(spec.rollout_gpu_memory_utilization)}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={spec.log_prob_micro_batch_size_per_gpu}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={spec.log_prob_micro_batch_size_per_gpu}",
+        f"trainer.nnodes={spec.nodes}",
+        f"trainer.n_gpus_per_node={spec.gpus_per_node}",
+        f"trainer.project_name={PROJECT_NAME}",
+        f"trainer.experiment_name={spec.run_id}",
+        f"trainer.logger=[{','.join(loggers)}]",
+        *length,
+        "trainer.val_before_train=False",
+        f"trainer.test_freq={spec.validate_every_steps if spec.validate_every_steps > 0 else -1}",
+        f"trainer.save_freq={spec.checkpoint_every_steps}",
+        f"trainer.max_actor_ckpt_to_keep={spec.checkpoints_to_keep}",
+        f"trainer.default_local_dir={spec.checkpoint_dir}",
+        "trainer.resume_mode=auto",
+        *spec.extra_overrides,
+    )
+
+
+def render_verl(spec: GrpoSpec) -> RenderedJob:
+    overrides = verl_overrides(spec)
+    runtime_env = {
+        "pip": {
+            # The verlai images ship verl's dependencies but not verl (data/versions.yaml):
+            # exactly verl, no dependency resolution (that would reinstall torch).
+            "packages": [f"verl=={spec.framework_version}"],
+            "pip_install_options": list(PIP_INSTALL_OPTIONS),
+        },
+        "env_vars": base_env_vars(),
+    }
+    return RenderedJob(entrypoint=shlex.join([*VERL_ENTRY, *overrides]), overrides=overrides,
+                       runtime_env=runtime_env)
+
+
+# ------------------------------------------------------------------------------------------------
+# NeMo RL (v0.5.0: flat data.* layout, examples/run_grpo_math.py)
+# ------------------------------------------------------------------------------------------------
+
+
+def nemo_rl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
+    files = dataset_files(spec.dataset_dir, "nemo-rl")
+    if spec.total_steps is not None:
+        length = [f"grpo.max_num_steps={spec.total_steps}",
+                  f"grpo.max_num_epochs={epochs_for_steps(spec.total_steps, spec.prompts_per_step)}"]
+    else:
+        # NeMo RL stops at whichever bound comes first; max_num_steps' default is 1,000,000.
+        length = [f"grpo.max_num_epochs={spec.total_epochs}"]
+    if spec.colocated_generation:
+        generation = ["policy.generation.colocated.enabled=True"]
+    else:
+        generation = ["policy.generation.colocated.enabled=False",
+                      f"policy.generation.colocated.resources.num_nodes={spec.generation_nodes}",
+                      f"policy.generation.colocated.resources.gpus_per_node={spec.gpus_per_node}"]
+    val_period = spec.validate_every_steps
+    return (
+        f"cluster.num_nodes={spec.nodes}",
+        f"cluster.gpus_per_node={spec.gpus_per_node}",
+        f"grpo.num_prompts_per_step={spec.prompts_per_step}",
+        f"grpo.num_generations_per_prompt={spec.generations_per_prompt}",
+        *length,
+        f"grpo.val_period={val_period}",
+        "grpo.val_at_start=False",
+        f"loss_fn.reference_policy_kl_penalty={_num(spec.kl_loss_coef)}",
+        f"policy.model_name={spec.model_dir}",
+        f"policy.train_global_batch_size={spec.mini_batch_size}",
+        f"policy.train_micro_batch_size={spec.micro_batch_size_per_gpu}",
+        f"policy.logprob_batch_size={spec.log_prob_micro_batch_size_per_gpu}",
+        f"policy.max_total_sequence_length={spec.max_prompt_length + spec.max_response_length}",
+        f"policy.optimizer.kwargs.lr={_num(spec.learning_rate)}",
+        f"policy.megatron_cfg.optimizer.lr={_num(spec.learning_rate)}",
+        f"policy.generation.backend={spec.rollout_engine}",
+        *generation,
+        f"policy.generation.vllm_cfg.tensor_parallel_size={spec.rollout_tensor_parallel_size}",
+        f"policy.generation.vllm_cfg.gpu_memory_utilization={_num(spec.rollout_gpu_memory_utilization)}",
+        "checkpointing.enabled=True",
+        f"checkpointing.checkpoint_dir={spec.checkpoint_dir}",
+        f"checkpointing.save_period={spec.checkpoint_every_steps}",
+        f"checkpointing.keep_top_k={spec.checkpoints_to_keep}",
+        f"logger.wandb_enabled={_bool(spec.wandb)}",
+        f"logger.wandb.project={PROJECT_NAME}",
+        f"logger.wandb.name={spec.run_id}",
+        # v0.5.0's flat data layout: ResponseDataset reads local JSONL (jobs/prepare.py writes
+        # question + bare answer). train_data_path, val_data_path, input_key and output_key are
+        # not in grpo_math_1B.yaml, hence `+` (struct mode). Keys of load_response_dataset in
+        # NVIDIA-NeMo/RL nemo_rl/data/datasets/response_datasets/__init__.py, the stored version
+        # whose ResponseDataset signature matches the v0.5.0 API docs (read 2026-12-01).
+        "data.dataset_name=ResponseDataset",
+        f"+data.train_data_path={files['train']}",
+        f"+data.val_data_path={files['test']}",
+        "+data.input_key=question",
+        "+data.output_key=answer",
+        *spec.extra_overrides,
+    )
+
+
+def nemo_rl_entry(spec: GrpoSpec) -> tuple[str, str]:
+    """(entry script, workdir) of the spec's image: pinned together with the image in
+    data/versions.yaml (from v0.6.0 the entry is examples/run_grpo.py)."""
+    from components.versions import load_versions  # the Pulumi side only: PyYAML
+
+    versions = load_versions()
+    row = versions.by_image(spec.image) or versions.for_framework("nemo-rl")
+    if not row.nemo_rl_entry or not row.nemo_rl_workdir:
+        raise ValueError(f"data/versions.yaml row {row.id} has no nemo_rl_entry/nemo_rl_workdir")
+    return row.nemo_rl_entry, row.nemo_rl_workdir
+
+
+def render_nemo_rl(spec: GrpoSpec) -> RenderedJob:
+    overrides = nemo_rl_overrides(spec)
+    entry, workdir = nemo_rl_entry(spec)
+    command = ["uv", "run", "python", entry, "--config", NEMO_RL_CONFIG, *overrides]
+    entrypoint = f"cd {shlex.quote(workdir)} && {shlex.join(command)}"
+    return RenderedJob(entrypoint=entrypoint, overrides=overrides,
+                       runtime_env={"env_vars": base_env_vars()})
+
+
+def override_key(override: str) -> tuple[str, str]:
+    """("+", "a.b") for "+a.b=1"; ("", "a.b") for "a.b=1"; ("~", "a.b") for "~a.b"."""
+    head = override.split("=", 1)[0]
+    for prefix in ("++", "+", "~"):
+        if head.startswith(prefix):
+            return prefix, head[len(prefix):]
+    return "", head
+
+
+def owned_keys(spec: GrpoSpec) -> frozenset[str]:
+    """Framework keys rendered from the spec (without extra overrides): their owner is the stack
+    config, so extraOverrides may not set them."""
+    bare = dataclasses.replace(spec, extra_overrides=())
+    rendered = verl_overrides(bare) if spec.framework == "verl" else nemo_rl_overrides(bare)
+    keys = {override_key(o)[1] for o in rendered}
+    # Both bounds of the run length belong to totalSteps/totalEpochs, whichever is rendered.
+    if spec.framework == "verl":
+        keys |= {"trainer.total_training_steps", "trainer.total_epochs"}
+        keys |= {"actor_rollout_ref.actor.ppo_micro_batch_size",
+                 "actor_rollout_ref.rollout.log_prob_micro_batch_size",
+                 "actor_rollout_ref.ref.log_prob_micro_batch_size"}
+    else:
+        keys |= {"grpo.max_num_steps", "grpo.max_num_epochs",
+                 "policy.generation.colocated.resources.num_nodes",
+                 "policy.generation.colocated.resources.gpus_per_node"}
+    return frozenset(keys)
