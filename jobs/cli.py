@@ -374,6 +374,7 @@ def main(argv: Optional[Sequence[str]] = None, *, build_entrypoint: Optional[Ent
     if not args.command:
         parser.print_help(err)
         return ExitCode.USAGE
+    target = None
     try:
         if args.command == "plot" and args.log:
             return cmd_plot(None, None, args, out, err)
@@ -387,6 +388,15 @@ def main(argv: Optional[Sequence[str]] = None, *, build_entrypoint: Optional[Ent
     except RunError as exc:
         print(f"[jobs] error: {exc}", file=err, flush=True)
         return exc.exit_code
+    except RuntimeError as exc:
+        # The Job Submission SDK's "Request failed with status code N: ..." (and its own checks).
+        text = str(exc)
+        if "status code 404" in text or "does not exist" in text:
+            print(f"[jobs] error: {text}", file=err, flush=True)
+            return ExitCode.USAGE
+        print(f"[jobs] error: the Ray dashboard at {getattr(target, 'address', '?')} answered "
+              f"with an error: {text}", file=err, flush=True)
+        return ExitCode.DASHBOARD_UNREACHABLE
     except KeyboardInterrupt:
         print("\n[jobs] interrupted: stopped following; the attempt keeps running on the cluster "
               "(`python -m jobs stop` stops it)", file=err, flush=True)

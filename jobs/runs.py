@@ -20,11 +20,12 @@ Exit codes of the jobs CLI, in one place (``ExitCode``):
 
   0  OK: the command did its job; a followed attempt SUCCEEDED
   1  JOB_FAILED: the attempt FAILED (its last ~50 log lines are printed)
-  2  USAGE: bad flags, unreadable or invalid stack config, refused runtime env (secrets)
+  2  USAGE: bad flags, unreadable or invalid stack config, refused runtime env (secrets),
+     an attempt or submission id that does not exist
   3  GPU_WAIT_TIMEOUT: the attempt failed in its first step, jobs.wait_for_gpus (the GPU
      nodes did not join in time: Spot/flex-start capacity not granted yet)
-  4  DASHBOARD_UNREACHABLE: the Ray dashboard did not answer after bounded retries (or the
-     port-forward to it could not be opened)
+  4  DASHBOARD_UNREACHABLE: the Ray dashboard did not answer after bounded retries, the
+     port-forward to it could not be opened, or it answered with a server error
   5  JOB_STOPPED: the attempt was STOPPED (by `python -m jobs stop`, the RayJob's deletion, or
      its activeDeadlineSeconds)
   130 interrupted (Ctrl-C): following stops, the attempt keeps running on the cluster

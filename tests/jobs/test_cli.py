@@ -435,3 +435,17 @@ def test_submit_gpu_wait_default_comes_from_the_stack(tmp_path, monkeypatch):
     assert seen.pop() == getattr(JobConfig.model_fields.get("gpu_wait_seconds"), "default", 1800)
     assert cli.main([*base, "--wait-timeout", "42"], build_entrypoint=build, out=io.StringIO()) == 0
     assert seen.pop() == 42
+
+
+def test_dashboard_error_answers_are_clean_exit_codes(monkeypatch):
+    def missing(self, submission_id, number=0):
+        raise RuntimeError(f"Request failed with status code 404: Job {submission_id} does not exist.")
+    monkeypatch.setattr(runs.Runs, "attempt_info", missing)
+    code, _, err = run_cli("logs", "--address", "http://127.0.0.1:1", "--submission-id", "nope")
+    assert code == ExitCode.USAGE and "Job nope does not exist" in err and "Traceback" not in err
+
+    def broken(self, run):
+        raise RuntimeError("Request failed with status code 500: internal error.")
+    monkeypatch.setattr(runs.Runs, "attempts", broken)
+    code, _, err = run_cli("list", "--address", "http://127.0.0.1:1", "--run-id", "r")
+    assert code == ExitCode.DASHBOARD_UNREACHABLE and "answered with an error" in err
