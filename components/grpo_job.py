@@ -49,7 +49,7 @@ def rayjob_name(spec: GrpoSpec) -> str:
 def rayjob_spec(spec: GrpoSpec, config: StackConfig, ray_cluster_name: str) -> dict:
     """The RayJob spec (ray.io/v1), validated in tests against the KubeRay 1.7.0 CRD."""
     from jobs.render import render
-    from jobs.runs import compose_entrypoint
+    from jobs.runs import compose_entrypoint, submission_metadata
 
     rendered = render(spec)
     return {
@@ -63,8 +63,8 @@ def rayjob_spec(spec: GrpoSpec, config: StackConfig, ray_cluster_name: str) -> d
                                          gpu_wait_seconds=config.job.gpu_wait_seconds),
         "runtimeEnvYAML": yaml.safe_dump(rendered.runtime_env, sort_keys=True),
         "activeDeadlineSeconds": config.job.active_deadline_seconds,
-        "metadata": {"run_id": spec.run_id, "spec_hash": spec.short_hash,
-                     "attempt": str(spec.attempt)},
+        # The same metadata the jobs CLI writes: either submitter's attempt reads back alike.
+        "metadata": submission_metadata(spec, spec.attempt),
     }
 
 
