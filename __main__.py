@@ -8,14 +8,19 @@ import pulumi
 
 from components.config import load_stack_config, read_pulumi_config
 from components.cluster import GkeCluster
+from components.grpo_job import GrpoJob, head_code_files, require_preflight
 from components.gpu_capacity import GpuCapacity
 from components.kuberay import KubeRay
 from components.networks import GpuNetworks
 from components.storage import SharedStorage
+from jobs.spec import spec_from_config
 
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
 # before any resource exists.
 config = load_stack_config(*read_pulumi_config(), stack=pulumi.get_stack())
+spec = spec_from_config(config)
+if config.job.enabled:
+    require_preflight(spec)
 
 networks = GpuNetworks("networks", config)
 cluster = GkeCluster("cluster", config, networks)
@@ -25,7 +30,8 @@ storage = SharedStorage("storage", config, cluster_network=networks.cluster_netw
 secrets = pulumi.Config("gke-grpo")
 kuberay = KubeRay("kuberay", config, networks=networks, cluster=cluster, capacity=capacity,
                   storage=storage, hf_token=secrets.require_secret("hfToken"),
-                  wandb_api_key=secrets.get_secret("wandbApiKey"))
+                  wandb_api_key=secrets.get_secret("wandbApiKey"), head_code=head_code_files())
+job = GrpoJob("job", config, spec, kuberay)
 
 pulumi.export("clusterNetwork", networks.cluster_network.name)
 pulumi.export("gvnicNetwork", networks.gvnic_network.name)
@@ -48,3 +54,6 @@ pulumi.export("rayNamespace", kuberay.namespace)
 pulumi.export("rayDashboardService", kuberay.head_service)
 pulumi.export("rayDashboardPortForward", kuberay.port_forward_command)
 pulumi.export("rayTokenAuthentication", kuberay.token_auth_message)
+pulumi.export("runId", spec.run_id)
+pulumi.export("runCheckpointDir", spec.checkpoint_dir)
+pulumi.export("submissionId", job.submission_id)

@@ -171,6 +171,8 @@ class Problem:
     allowed: str
 
     def __str__(self) -> str:
+        if self.given is NOT_SHOWN:
+            return f"{self.key}: {self.allowed}"
         given = "(not set)" if self.given is _ABSENT else json.dumps(self.given, default=str)
         return f"{self.key}: given {given}; {self.allowed}"
 
@@ -181,6 +183,8 @@ class _Absent:
 
 
 _ABSENT = _Absent()
+# For problems whose message already says what was given (the job preflight's findings).
+NOT_SHOWN = object()
 
 
 class ConfigError(pulumi.RunError):

@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.config import StackConfig
+from components.config import NOT_SHOWN, ConfigError, Problem, StackConfig
 from components.kuberay import KubeRay
 from jobs.spec import GrpoSpec
 
@@ -27,6 +27,19 @@ JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 HEAD_MODULES = ("__init__.py", "layout.py", "spec.py", "wait_for_gpus.py", "prepare.py")
 HEAD_CODE_ROOT = "/opt/gke-grpo"
 HEAD_CODE_CONFIGMAP = "grpo-jobs-code"
+
+
+def require_preflight(spec: GrpoSpec) -> None:
+    """Run the job preflight before any resource exists: errors stop the program with the
+    config's own error (every problem at once, no traceback); warnings are logged."""
+    from jobs.preflight import check
+
+    findings = check(spec)
+    errors = [Problem(f.key, NOT_SHOWN, f.message) for f in findings if f.level == "error"]
+    if errors:
+        raise ConfigError(errors)
+    for finding in findings:
+        pulumi.log.warn(f"preflight: {finding.key}: {finding.message}")
 
 
 def head_code_files() -> dict[str, str]:

@@ -287,7 +287,8 @@ def test_ray_version_comes_from_the_versions_table(stack_preview):
 
 
 def test_token_auth_on_when_operator_and_ray_support_it():
-    result = preview_with("prod", {P + "job.framework": "verl"})
+    result = preview_with("prod", {P + "job.framework": "verl", P + "job.miniBatchSize": 32})
+    assert result.error is None, result.error
     assert _ray_cluster(result).inputs["spec"]["authOptions"] == {"mode": "token"}
     assert "is on" in result.outputs["rayTokenAuthentication"]
 
