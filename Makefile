@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Tools whose dependencies conflict with the program's get environments of their own.
+POLICY_STAMP := policy/venv/.installed
+CHECKOV_STAMP := .venv-checkov/.installed
 
 .PHONY: setup preview preview-prod test golden bench contract
 
@@ -14,7 +17,17 @@ $(STAMP): requirements.txt requirements-dev.txt data/versions.yaml
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps "verl==$$($(BIN)/python -c 'from components.versions import load_versions as v; print(v().for_framework("verl").framework_version)')"
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(POLICY_STAMP): policy/requirements.txt
+	$(PYTHON) -m venv policy/venv
+	policy/venv/bin/pip install --quiet --disable-pip-version-check -r policy/requirements.txt
+	touch $(POLICY_STAMP)
+
+$(CHECKOV_STAMP): requirements-checkov.txt
+	$(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	touch $(CHECKOV_STAMP)
+
+setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP)
 
 preview: $(STAMP)  ## the dev stack's offline preview, as a tree
 	$(BIN)/python -m tools.preview dev
@@ -22,7 +35,7 @@ preview: $(STAMP)  ## the dev stack's offline preview, as a tree
 preview-prod: $(STAMP)
 	$(BIN)/python -m tools.preview prod
 
-test: $(STAMP)  ## the whole suite; CI runs exactly this
+test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP)  ## the whole suite; CI runs exactly this
 	$(BIN)/python -m pytest
 
 golden: $(STAMP)  ## regenerate tests/golden/*.json on purpose, then review the diff
