@@ -7,6 +7,7 @@ is invalid), build the components, export what operators need.
 import pulumi
 
 from components.config import load_stack_config, read_pulumi_config
+from components.cost import estimate_cost
 from components.cluster import GkeCluster
 from components.grpo_job import GrpoJob, head_code_files, require_preflight
 from components.gpu_capacity import GpuCapacity
@@ -57,3 +58,4 @@ pulumi.export("rayTokenAuthentication", kuberay.token_auth_message)
 pulumi.export("runId", spec.run_id)
 pulumi.export("runCheckpointDir", spec.checkpoint_dir)
 pulumi.export("submissionId", job.submission_id)
+pulumi.export("costEstimate", estimate_cost(config))

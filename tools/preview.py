@@ -309,6 +309,9 @@ def render_tree(result: PreviewResult) -> str:
     lines += ["", "Outputs:"]
     for key, value in sorted(result.outputs.items()):
         lines.append(f"    {key}: {json.dumps(value, sort_keys=True)}")
+    if isinstance(result.outputs.get("costEstimate"), dict):
+        from components.cost import describe
+        lines += ["", "Cost estimate:"] + [f"    {line}" for line in describe(result.outputs["costEstimate"])]
     lines += ["", "Resources:", f"    + {len(result.resources) + 1} to create"]
     return "\n".join(lines) + "\n"
 

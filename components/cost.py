@@ -1,0 +1,118 @@
+"""The cost estimate the preview prints and the program exports: the hourly cost of the GPU
+capacity and the estimated cost of a run, from data/prices.yaml (dated, sourced).
+
+Semantics differ by provisioning model and are stated in the result:
+- reservation: COMMITTED. The reserved machines are paid for the whole reservation term whether a
+  run uses them or not; a run adds no compute cost of its own. Shown: the committed hourly rate
+  (the on-demand rate: reservation discounts/commitments could not be sourced, so it is an
+  upper bound) and what the reservation costs over the run's deadline.
+- spot and flex-start: INCREMENTAL. GPU nodes exist only while pods need them (pools scale from
+  0), so a run costs the hourly rate times its duration; Spot prices move, flex-start is at most
+  the on-demand rate.
+A run's duration is not predicted: the estimate bounds it by job.activeDeadlineSeconds.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from components.config import LustreStorage, StackConfig
+
+PRICES_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.yaml"
+
+
+@functools.lru_cache(maxsize=None)
+def load_prices(path: Path = PRICES_FILE) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def _money(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 2)
+
+
+def estimate_cost(config: StackConfig, prices: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    prices = prices or load_prices()
+    machine = prices["machines"][config.machine_type]
+    model = config.gpu.provisioning_model
+    nodes = config.gpu.nodes
+    on_demand = machine["on_demand_per_hour"]
+    if model == "spot":
+        rate, source, bound = machine["spot_per_hour"], machine["spot_source"], "list price"
+    elif model == "flex-start":
+        rate, source = machine["flex_start_per_hour"], machine["flex_start_source"]
+        bound = "list price"
+        if rate is None and on_demand is not None:
+            rate, bound = on_demand, "upper bound: the on-demand rate (flex-start is billed at a discount)"
+    else:
+        rate, source = on_demand, machine["on_demand_source"]
+        bound = "upper bound: the on-demand rate (reservation discounts not sourced)"
+    if not machine["whole_machine"] and rate is not None:
+        bound = "lower bound: the GPUs only (the host vCPU and memory price was not found)"
+    hourly = None if rate is None else rate * nodes
+    deadline_hours = config.job.active_deadline_seconds / 3600
+    semantics = {
+        "reservation": "committed: paid for the reservation's whole term whether used or not; "
+                       "the run adds no compute cost of its own",
+        "spot": "incremental: paid only while the GPU nodes run (the pool scales from 0); "
+                "Spot prices change and preemptions lengthen a run",
+        "flex-start": "incremental: paid only while the flex-start nodes run (at most "
+                      "maxRunDurationSeconds each)",
+    }[model]
+    result: dict[str, Any] = {
+        "pricesAsOf": prices["as_of"],
+        "currency": prices["currency"],
+        "priceRegion": prices["region"],
+        "machineType": config.machine_type,
+        "provisioningModel": model,
+        "gpuNodes": nodes,
+        "semantics": semantics,
+        "hourlyPerNode": _money(rate),
+        "hourlyGpuCapacity": _money(hourly),
+        "rateBasis": bound if rate is not None else "unknown: no sourced price",
+        "rateSource": source,
+        "runHoursUpperBound": round(deadline_hours, 2),
+        ("committedCostOverRunDeadline" if model == "reservation" else "runCostUpperBound"):
+            _money(None if hourly is None else hourly * deadline_hours),
+    }
+    storage = prices["storage"]
+    if config.storage.kind == "lustre":
+        lustre = config.storage.lustre or LustreStorage()
+        per_gib = storage["lustre_per_gib_month"].get(lustre.throughput_tier)
+        result["storageMonthly"] = _money(None if per_gib is None else per_gib * lustre.capacity_gib)
+        result["storageBasis"] = (f"Managed Lustre {lustre.capacity_gib} GiB at tier "
+                                  f"{lustre.throughput_tier}: provisioned, paid continuously"
+                                  + ("" if per_gib is not None else "; rate unknown for this tier"))
+        result["storageSource"] = storage["lustre_source"]
+    else:
+        result["storagePerGibMonth"] = storage["gcs_standard_per_gib_month"]
+        result["storageBasis"] = "Cloud Storage Standard: paid per GiB stored (plus operations)"
+        result["storageSource"] = storage["gcs_source"]
+    return result
+
+
+def describe(estimate: dict[str, Any]) -> list[str]:
+    """Lines for the preview's tree output."""
+    def money(value):
+        return "unknown" if value is None else f"{value:,.2f} {estimate['currency']}"
+    lines = [
+        f"{estimate['gpuNodes']} x {estimate['machineType']} ({estimate['provisioningModel']}): "
+        f"{money(estimate['hourlyGpuCapacity'])} per hour [{estimate['rateBasis']}]",
+        f"  {estimate['semantics']}",
+    ]
+    if "committedCostOverRunDeadline" in estimate:
+        lines.append(f"  committed over the run deadline ({estimate['runHoursUpperBound']} h): "
+                     f"{money(estimate['committedCostOverRunDeadline'])}")
+    else:
+        lines.append(f"  a run, at most {estimate['runHoursUpperBound']} h (job.activeDeadlineSeconds): "
+                     f"at most {money(estimate['runCostUpperBound'])}")
+    if "storageMonthly" in estimate:
+        lines.append(f"  storage: {money(estimate['storageMonthly'])} per month ({estimate['storageBasis']})")
+    else:
+        lines.append(f"  storage: {estimate['storagePerGibMonth']} {estimate['currency']} per GiB-month "
+                     f"({estimate['storageBasis']})")
+    lines.append(f"  prices as of {estimate['pricesAsOf']} ({estimate['priceRegion']}), sources in data/prices.yaml")
+    return lines
