@@ -344,6 +344,18 @@ class KubeRay(pulumi.ComponentResource):
         }
         if not autopilot:
             pod_spec["priorityClassName"] = "system-node-critical"
+            # Standard only (Autopilot keeps Google's manifest as published): the pause
+            # container that keeps the DaemonSet alive needs nothing, so it gets nothing.
+            pod_spec["automountServiceAccountToken"] = False
+            pod_spec["securityContext"] = {"seccompProfile": {"type": "RuntimeDefault"}}
+            pod_spec["containers"][0].update({
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                              "limits": {"cpu": "10m", "memory": "16Mi"}},
+                "securityContext": {
+                    "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                    "runAsNonRoot": True, "runAsUser": 65535,
+                    "capabilities": {"drop": ["ALL"]}},
+            })
         return k8s.apps.v1.DaemonSet(
             f"{name}-nccl-rdma-installer",
             metadata=k8s.meta.v1.ObjectMetaArgs(name="nccl-rdma-installer", namespace=namespace,
@@ -399,6 +411,8 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
         secret_env.append(_secret_env("WANDB_API_KEY", "wandb-secret", "api_key"))
     common_env = [{"name": "HF_HOME", "value": layout.hf_home}, *secret_env]
     no_escalation = {"allowPrivilegeEscalation": False}
+    # The container runtime's default seccomp filter: Autopilot applies it anyway.
+    pod_security = {"seccompProfile": {"type": "RuntimeDefault"}}
     head_resources = {"cpu": str(head.cpu), "memory": f"{head.memory_gib}Gi"}
     head_container = {
         "name": "ray-head",
@@ -410,9 +424,11 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
         "resources": {"requests": head_resources, "limits": head_resources},
         "env": [*common_env, *head_extra_env],
         "volumeMounts": [*storage.volume_mounts, *head_extra_mounts],
-        "securityContext": no_escalation,
+        # The head serves Ray's control plane and runs the job driver: no Linux capability needed.
+        "securityContext": {**no_escalation, "capabilities": {"drop": ["ALL"]}},
     }
     head_pod = {
+        "securityContext": pod_security,
         "serviceAccountName": storage.service_account_name,
         "nodeSelector": dict(cluster.head_node_selector),
         "containers": [head_container],
@@ -442,9 +458,12 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
             {"name": "nvidia", "mountPath": NVIDIA_MOUNT, "readOnly": True},
             {"name": "gib", "mountPath": GIB_MOUNT, "readOnly": True},
         ],
-        "securityContext": no_escalation,
+        # NET_RAW is not needed by NCCL/RDMA (verbs go through the RDMA devices, not raw
+        # sockets); the rest stay until a run on RDMA nodes confirms drop ALL is safe.
+        "securityContext": {**no_escalation, "capabilities": {"drop": ["NET_RAW"]}},
     }
     worker_pod = {
+        "securityContext": pod_security,
         "serviceAccountName": storage.service_account_name,
         "nodeSelector": dict(capacity.pod_node_selector),
         "tolerations": list(capacity.pod_tolerations),

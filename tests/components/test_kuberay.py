@@ -172,8 +172,10 @@ def test_no_privileged_ray_container_and_no_added_capabilities(stack_preview):
     for template in [spec["headGroupSpec"]["template"], *[g["template"] for g in spec["workerGroupSpecs"]]]:
         for container in template["spec"]["containers"]:
             context = container.get("securityContext", {})
-            assert not context.get("privileged") and "capabilities" not in context
+            assert not context.get("privileged") and "add" not in context.get("capabilities", {})
             assert context.get("allowPrivilegeEscalation") is False
+            assert "NET_RAW" in context["capabilities"]["drop"] or context["capabilities"]["drop"] == ["ALL"]
+        assert template["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
 # ---- secrets -----------------------------------------------------------------------------------------
