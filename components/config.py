@@ -80,6 +80,26 @@ MACHINE_SHAPES: dict[str, MachineShape] = {
 }
 
 DEFAULT_KUBERAY_CHART_VERSION = "1.7.0"
+SUPPORTED_KUBERAY_CHARTS = ((1, 6, 0), (1, 8, 0))  # [from, to)
+
+# Predefined Compute Engine shapes: GiB of memory per vCPU for <family>-<kind>-<vCPUs>.
+_MEMORY_PER_VCPU = {
+    ("e2", "standard"): 4, ("e2", "highmem"): 8, ("e2", "highcpu"): 1,
+    ("n2", "standard"): 4, ("n2", "highmem"): 8, ("n2", "highcpu"): 1,
+    ("n2d", "standard"): 4, ("n2d", "highmem"): 8, ("n2d", "highcpu"): 1,
+    ("c2", "standard"): 4, ("c2d", "standard"): 4, ("c2d", "highmem"): 8, ("c2d", "highcpu"): 2,
+    ("c3", "standard"): 4, ("c3", "highmem"): 8, ("c3", "highcpu"): 2,
+    ("n4", "standard"): 4, ("n4", "highmem"): 8, ("n4", "highcpu"): 2,
+}
+
+
+def predefined_machine(machine_type: str) -> Optional[tuple[int, float]]:
+    """(vCPUs, GiB) of a predefined <family>-<kind>-<vCPUs> machine type, None if unknown."""
+    match = re.match(r"^([a-z0-9]+)-(standard|highmem|highcpu)-(\d+)$", machine_type)
+    if not match or (match.group(1), match.group(2)) not in _MEMORY_PER_VCPU:
+        return None
+    vcpus = int(match.group(3))
+    return vcpus, vcpus * _MEMORY_PER_VCPU[(match.group(1), match.group(2))]
 PROVISIONING_MODELS = ("reservation", "spot", "flex-start")
 # Flex-start node pools serve ordinary pending GPU pods from this version on.
 FLEX_START_MIN_GKE_VERSION = "1.32.2-gke.1652000"
@@ -797,6 +817,10 @@ class _Rules:
             if not _RFC3339.match(value):
                 self.add(f"cluster.maintenanceWindow.{field}", value,
                          "an RFC 3339 UTC time such as 2025-01-04T02:00:00Z")
+        if _RFC3339.match(window.start_time) and _RFC3339.match(window.end_time) \
+                and window.end_time <= window.start_time:
+            self.add("cluster.maintenanceWindow.endTime", window.end_time,
+                     f"a time after maintenanceWindow.startTime ({window.start_time})")
         if not window.recurrence.startswith("FREQ="):
             self.add("cluster.maintenanceWindow.recurrence", window.recurrence,
                      "an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU")
@@ -810,8 +834,8 @@ class _Rules:
                              "an RFC 3339 UTC time such as 2026-12-01T00:00:00Z")
         if c.mode == "autopilot" and c.head_pool is not None:
             self.add("cluster.headPool", c.head_pool.model_dump(by_alias=True, exclude_unset=True),
-                     "not allowed on Autopilot: Autopilot has no node pools; the Ray head is "
-                     "placed on non-Spot capacity by its pod selectors")
+                     "not allowed on Autopilot: Autopilot has no node pools; the Ray head runs on "
+                     "Autopilot's default on-demand (non-Spot) capacity")
         if c.head_pool is not None and c.head_pool.min_nodes > c.head_pool.max_nodes:
             self.add("cluster.headPool.minNodes", c.head_pool.min_nodes,
                      f"at most headPool.maxNodes ({c.head_pool.max_nodes})")
@@ -854,10 +878,16 @@ class _Rules:
             elif r.block is not None and (len(r.block) > 63 or not _RFC1035.match(r.block)):
                 self.add("gpu.reservation.block", r.block, "a reservation block name: lowercase "
                          "letters, digits and hyphens, at most 63 characters")
-            if r.project is not None and not _PROJECT_ID.match(r.project):
+            if r.project is not None and autopilot:
+                self.add("gpu.reservation.project", r.project, "Standard clusters only: this "
+                         "program consumes a shared reservation through a node pool's affinity")
+            elif r.project is not None and not _PROJECT_ID.match(r.project):
                 self.add("gpu.reservation.project", r.project, "a GCP project id")
         if g.max_run_duration_seconds is not None:
-            if model != "flex-start":
+            if autopilot:
+                self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds, "Standard clusters "
+                         "only: it is a node pool setting (Autopilot flex-start nodes get GKE's default)")
+            elif model != "flex-start":
                 self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds,
                          'only with provisioningModel "flex-start"')
             elif g.max_run_duration_seconds > FLEX_START_MAX_RUN_SECONDS:
@@ -1046,9 +1076,21 @@ class _Rules:
                      '"addon": the Helm release lives in kuberay-system')
         self._check_image()
         self._check_worker()
+        self._check_head()
+        self._check_chart_version()
         if k.helm_chart_version is not None and not re.match(r"^\d+\.\d+\.\d+$", k.helm_chart_version):
             self.add("kuberay.helmChartVersion", k.helm_chart_version,
                      'an exact chart version such as "1.7.0"')
+
+    def _check_chart_version(self) -> None:
+        version = self.kuberay.helm_chart_version
+        if version is None or not re.match(r"^\d+\.\d+\.\d+$", version):
+            return
+        parts = tuple(int(p) for p in version.split("."))
+        if not SUPPORTED_KUBERAY_CHARTS[0] <= parts < SUPPORTED_KUBERAY_CHARTS[1]:
+            self.add("kuberay.helmChartVersion", version, "a kuberay-operator 1.6.x or 1.7.x chart: the "
+                     "program installs RayCronJob's CRD (1.6.0+) and its RayCluster/RayJob are "
+                     "validated against the 1.7.0 CRD schemas")
 
     def _check_image(self) -> None:
         from components.versions import image_reference_problem, load_versions
@@ -1103,6 +1145,28 @@ class _Rules:
         if worker.shm_gib >= memory:
             self.add("kuberay.worker.shmGib", worker.shm_gib, f"less than the worker's memory "
                      f"({memory} GiB): /dev/shm is memory the worker's limit counts")
+
+    def _check_head(self) -> None:
+        """The head's requests fit its Standard pool's machine (plus a small sidecar)."""
+        if self.cluster is None or self.cluster.mode != "standard" or self.kuberay is None:
+            return
+        pool = self.cluster.head_pool or HeadPool()
+        shape = predefined_machine(pool.machine_type)
+        key = "cluster.headPool.machineType" if self.cluster.head_pool else "kuberay.head"
+        if shape is None:
+            self.add("cluster.headPool.machineType", pool.machine_type, "a predefined machine type "
+                     "such as c2-standard-16 or n2-highmem-16 (<family>-standard|highmem|highcpu-<vCPUs>)")
+            return
+        vcpus, memory_gib = shape
+        probe = MachineShape("", pool.machine_type, "", 0, 0, vcpus, memory_gib, 0, "", "")
+        head = self.kuberay.head
+        # One vCPU and 2 GiB for the node's system pods and the gcsfuse sidecar's requests.
+        if head.cpu > probe.allocatable_cpu - 1 or head.memory_gib > probe.allocatable_memory_gib - 2:
+            self.add(key if key == "kuberay.head" else "kuberay.head", head.model_dump(by_alias=True),
+                     f"at most {int(probe.allocatable_cpu - 1)} CPUs and "
+                     f"{int(probe.allocatable_memory_gib - 2)} GiB on the head pool's "
+                     f"{pool.machine_type} ({vcpus} vCPUs, {memory_gib:g} GiB); or choose a larger "
+                     "cluster.headPool.machineType")
 
     # ---- job ----------------------------------------------------------------------------------
     def _check_job(self) -> None:

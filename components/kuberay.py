@@ -379,9 +379,12 @@ class KubeRay(pulumi.ComponentResource):
             operator_source = {"namespaceSelector": {"matchLabels": {
                 "kubernetes.io/metadata.name": config.kuberay.operator_namespace}}}
         else:
-            # Where GKE runs its managed Ray operator is not published: admit the dashboard
-            # port from inside the cluster only; kuberay.operatorNamespace narrows it.
-            operator_source = {"namespaceSelector": {}}
+            # GKE hosts the addon's operator itself: its calls may come from the control plane,
+            # not from a pod. Admit the dashboard port from outside the pod network (control
+            # plane, nodes: kubectl port-forward) but never from other pods; pods are matched
+            # by identity, not by these CIDRs (Dataplane V2). kuberay.operatorNamespace, when
+            # known, replaces this with that namespace.
+            operator_source = {"ipBlock": {"cidr": "0.0.0.0/0", "except": [config.network.pod_cidr]}}
         dashboard = [{"port": DASHBOARD_PORT, "protocol": "TCP"}]
         return {
             "podSelector": {"matchLabels": {"ray.io/cluster": self.ray_cluster_name}},
@@ -390,6 +393,10 @@ class KubeRay(pulumi.ComponentResource):
                 {"from": [cluster_pods]},
                 {"from": [{"podSelector": {}}], "ports": dashboard},
                 {"from": [operator_source], "ports": dashboard},
+                # Managed Prometheus scrapes Ray's metrics (the addon's monitoring is on).
+                {"from": [{"namespaceSelector": {"matchLabels": {
+                    "kubernetes.io/metadata.name": "gmp-system"}}}],
+                 "ports": [{"port": METRICS_PORT, "protocol": "TCP"}]},
             ],
         }
 
@@ -449,7 +456,11 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
         "image": row.image,
         # No `command`: KubeRay runs `<args> && ulimit ...; ray start ...` in one shell, so the
         # plugin's exports reach Ray (pulumi-and-kuberay.md, "Running a setup script").
-        "args": [f"source {SET_NCCL_ENV} && export NCCL_TUNER_CONFIG_PATH={shape.nccl_tuner_file}"],
+        # On a fresh node the installer DaemonSet may still be copying the plugin: wait for it
+        # (bounded, 10 minutes) rather than crash-loop.
+        "args": [f"for attempt in $(seq 60); do [ -f {SET_NCCL_ENV} ] && break; "
+                 f"echo 'waiting for the gIB NCCL plugin ({SET_NCCL_ENV})'; sleep 10; done; "
+                 f"source {SET_NCCL_ENV} && export NCCL_TUNER_CONFIG_PATH={shape.nccl_tuner_file}"],
         "resources": {"requests": worker_limits, "limits": worker_limits},
         "env": gpu_env,
         "volumeMounts": [
@@ -492,7 +503,7 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
                 "num-cpus": str(head.cpu),
                 "num-gpus": "0",
             },
-            "template": {"metadata": {"annotations": dict(storage.pod_annotations)},
+            "template": {"metadata": {"annotations": dict(storage.head_pod_annotations)},
                          "spec": head_pod},
         },
         "workerGroupSpecs": [{

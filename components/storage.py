@@ -117,6 +117,14 @@ def gcsfuse_sidecar_limits(gcs: GcsStorage, autopilot: bool) -> SidecarLimits:
     )
 
 
+# The Ray head mounts /data too but reads little through it (the data-preparation step writes
+# the model with streaming writes; the driver reads a tokenizer and small parquet files): its
+# sidecar gets a small budget, not the GPU workers' (an unset request copies the limit, so the
+# workers' 550Gi of ephemeral storage would never fit the head's node).
+HEAD_SIDECAR_STANDARD = SidecarLimits(cpu="0", memory="0", ephemeral_storage="50Gi")
+HEAD_SIDECAR_AUTOPILOT = SidecarLimits(cpu="1", memory="4Gi", ephemeral_storage="50Gi")
+
+
 def gcsfuse_pod_annotations(limits: SidecarLimits) -> dict[str, str]:
     # Exact keys from the sidecar injection webhook [WHCFG]; they belong on the pod template.
     return {
@@ -330,6 +338,8 @@ class SharedStorage(pulumi.ComponentResource):
         limits = gcsfuse_sidecar_limits(gcs, config.autopilot)
         self.sidecar_limits = limits
         self.pod_annotations = gcsfuse_pod_annotations(limits)
+        self.head_sidecar_limits = HEAD_SIDECAR_AUTOPILOT if config.autopilot else HEAD_SIDECAR_STANDARD
+        self.head_pod_annotations = gcsfuse_pod_annotations(self.head_sidecar_limits)
         volume_attributes = {}
         if gcs.skip_bucket_access_check:
             # Off by default: skipping hides IAM mistakes until the first read (tutorial defect 6).
@@ -367,6 +377,8 @@ class SharedStorage(pulumi.ComponentResource):
         cluster_name = config.cluster.name
         self.sidecar_limits = None
         self.pod_annotations = {}
+        self.head_sidecar_limits = None
+        self.head_pod_annotations = {}
 
         # Private services access: Lustre lives in a Google-managed VPC peered to ours and
         # takes its addresses from this range (a /24 per instance).

@@ -109,8 +109,10 @@ def test_tuner_file_matches_the_gpu(stack, tuner, request):
     container = _ray_cluster(result).inputs["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["NCCL_TUNER_CONFIG_PATH"] == f"/usr/local/gib/configs/{tuner}"
-    assert container["args"] == [f"source /usr/local/gib/scripts/set_nccl_env.sh && "
-                                 f"export NCCL_TUNER_CONFIG_PATH=/usr/local/gib/configs/{tuner}"]
+    [args] = container["args"]
+    assert args.startswith("for attempt in $(seq 60); do [ -f /usr/local/gib/scripts/set_nccl_env.sh ] && break;")
+    assert args.endswith(f"source /usr/local/gib/scripts/set_nccl_env.sh && "
+                         f"export NCCL_TUNER_CONFIG_PATH=/usr/local/gib/configs/{tuner}")
     assert "command" not in container
     assert env["LD_LIBRARY_PATH"].split(":") == ["/usr/local/nvidia/lib64", "/usr/local/gib/lib64"]
 
@@ -214,7 +216,8 @@ def test_network_policy_admits_only_the_ray_cluster_and_the_operator(prod_previe
     spec = policy.inputs["spec"]
     assert spec["podSelector"] == {"matchLabels": {"ray.io/cluster": "grpo-prod"}}
     assert spec["policyTypes"] == ["Ingress"]
-    all_ports, same_namespace, operator = spec["ingress"]
+    all_ports, same_namespace, operator, metrics = spec["ingress"]
+    assert metrics["ports"] == [{"port": 8080, "protocol": "TCP"}]
     assert all_ports == {"from": [{"podSelector": {"matchLabels": {"ray.io/cluster": "grpo-prod"}}}]}
     assert same_namespace["ports"] == operator["ports"] == [{"port": 8265, "protocol": "TCP"}]
     assert operator["from"] == [{"namespaceSelector": {"matchLabels": {
@@ -304,3 +307,19 @@ def test_token_auth_off_says_why(stack, reason, request):
 
 def test_interfaces_annotation_helper_is_valid_json():
     assert len(json.loads(interfaces_annotation(8))) == 10
+
+
+def test_addon_dashboard_admits_no_other_pods(dev_preview):
+    [policy] = [r for r in dev_preview.resources if r.type == "kubernetes:networking.k8s.io/v1:NetworkPolicy"]
+    operator = policy.inputs["spec"]["ingress"][2]
+    assert operator["from"] == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.4.0.0/14"]}}]
+    assert all("namespaceSelector" not in source or source["namespaceSelector"]
+               for rule in policy.inputs["spec"]["ingress"] for source in rule["from"])
+
+
+def test_head_sidecar_budget_fits_the_head(dev_preview):
+    head = _ray_cluster(dev_preview).inputs["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"]
+    worker = _ray_cluster(dev_preview).inputs["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"]
+    assert head["gke-gcsfuse/ephemeral-storage-limit"] == "50Gi"
+    assert head["gke-gcsfuse/memory-limit"] == "4Gi" and head["gke-gcsfuse/cpu-limit"] == "1"
+    assert worker["gke-gcsfuse/ephemeral-storage-limit"] == "550Gi"
