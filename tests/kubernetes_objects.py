@@ -9,13 +9,15 @@ can say so.
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
 import kubernetes_validate
 from kubernetes_validate import utils as kv_utils
 from packaging.version import Version
+
+# Re-exported: the tests build manifests the way the scan does.
+from tools.preview import manifest_from_registration  # noqa: F401
 
 _MINOR = re.compile(r"^v?(\d+)\.(\d+)(?:\..*)?$")
 
@@ -34,20 +36,6 @@ def schema_version(kubernetes_minor: str) -> str:
         raise ValueError(f"kubernetes-validate {kv_utils.__version__} has no schema for "
                          f"Kubernetes {kubernetes_minor} or older (oldest: {bundled[0]})")
     return str(candidates[-1])
-
-
-def manifest_from_registration(type_token: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Engine inputs of a ``kubernetes:<group>/<version>:<Kind>`` resource as a manifest:
-    apiVersion and kind filled in from the type token when absent ("core" is the legacy group,
-    written without a prefix)."""
-    match = re.fullmatch(r"kubernetes:([^/:]+)/([^:]+):(\w+)", type_token)
-    if not match:
-        raise ValueError(f"{type_token!r} is not a Kubernetes resource type")
-    group, version, kind = match.groups()
-    manifest = copy.deepcopy(inputs)
-    manifest.setdefault("apiVersion", version if group == "core" else f"{group}/{version}")
-    manifest.setdefault("kind", kind)
-    return manifest
 
 
 def validate_strict(manifest: dict[str, Any], kubernetes_minor: str) -> str:

@@ -12,9 +12,11 @@ stderr, nothing on stdout, and exits 2.
 from __future__ import annotations
 
 import argparse
+import copy
 import contextvars
 import json
 import logging
+import re
 import runpy
 import sys
 from dataclasses import dataclass, field
@@ -167,6 +169,20 @@ def _make_monitor_class():
             return super().RegisterResourceOutputs(request)
 
     return RecordingMonitor
+
+
+def manifest_from_registration(type_token: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Engine inputs of a ``kubernetes:<group>/<version>:<Kind>`` resource as a manifest:
+    apiVersion and kind filled in from the type token when absent ("core" is the legacy group,
+    written without a prefix)."""
+    match = re.fullmatch(r"kubernetes:([^/:]+)/([^:]+):(\w+)", type_token)
+    if not match:
+        raise ValueError(f"{type_token!r} is not a Kubernetes resource type")
+    group, version, kind = match.groups()
+    manifest = copy.deepcopy(inputs)
+    manifest.setdefault("apiVersion", version if group == "core" else f"{group}/{version}")
+    manifest.setdefault("kind", kind)
+    return manifest
 
 
 # ------------------------------------------------------------------------------------------

@@ -186,7 +186,7 @@ def workload_pods(manifest: dict[str, Any], urn: str) -> list[Manifest]:
 
 def stack_manifests(result) -> StackManifests:
     """Every Kubernetes object of a tools.preview.PreviewResult, plus the workload Pods."""
-    from tests.kubernetes_objects import manifest_from_registration
+    from tools.preview import manifest_from_registration
 
     manifests: list[Manifest] = []
     skipped: list[tuple[str, str]] = []
