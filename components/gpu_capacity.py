@@ -98,8 +98,9 @@ class GpuCapacity(pulumi.ComponentResource):
             for subnet in networks.rdma_subnets
         ]
         if model == "flex-start":
-            # Flex-start nodes are never upgraded in place (short-lived upgrades): a node lives
-            # at most maxRunDurationSeconds and is replaced, not drained for an upgrade.
+            # GKE uses short-lived upgrades for flex-start nodes (GKE "Node upgrade strategies",
+            # read 2026-12-01): running nodes are not upgraded in place, new ones come up at the
+            # new version; a node lives at most maxRunDurationSeconds. No surge settings apply.
             upgrade_settings = None
         else:
             # No surge: a reservation has no spare machine to surge into, and a surge node
