@@ -167,6 +167,14 @@ _QUANTITY_FACTORS = {
 _CPU_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?m?$")
 
 
+def cpu_cores(quantity: str) -> float:
+    """A Kubernetes CPU quantity ("8", "500m") in cores."""
+    if not _CPU_QUANTITY.match(quantity.strip()):
+        raise ValueError(f"{quantity!r} is not a Kubernetes CPU quantity such as 8 or 500m")
+    quantity = quantity.strip()
+    return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
 def quantity_bytes(quantity: str, key: str = "quantity") -> int:
     """A Kubernetes memory/storage quantity ("32Gi", "64G", "0") in bytes."""
     match = _QUANTITY.match(quantity.strip())
@@ -1125,8 +1133,7 @@ class _Rules:
             try:
                 limits = gcsfuse_sidecar_limits(self.storage.gcs or GcsStorage(),
                                                 self.cluster.mode == "autopilot")
-                sidecar_cpu = float(limits.cpu.rstrip("m")) / (1000 if limits.cpu.endswith("m") else 1)
-                sidecar_memory = quantity_bytes(limits.memory) / 2**30
+                sidecar_cpu, sidecar_memory = limits.budget()
             except ValueError:
                 pass  # an unreadable quantity is reported by _check_gcs
             if sidecar_cpu or sidecar_memory:

@@ -17,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster import GkeCluster
-from components.config import StackConfig, quantity_bytes
+from components.config import StackConfig
 from components.gpu_capacity import GpuCapacity
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.networks import GpuNetworks
@@ -87,11 +87,7 @@ def worker_resources(config: StackConfig, sidecar_cpu: float = 0, sidecar_memory
 def sidecar_budget(storage: SharedStorage) -> tuple[float, float]:
     """CPU and GiB the gcsfuse sidecar takes from the GPU worker's node ("0": unlimited, which
     takes nothing up front)."""
-    limits = getattr(storage, "sidecar_limits", None)
-    if limits is None:
-        return 0.0, 0.0
-    cpu = float(limits.cpu[:-1]) / 1000 if limits.cpu.endswith("m") else float(limits.cpu)
-    return cpu, quantity_bytes(limits.memory) / 2**30
+    return (0.0, 0.0) if storage.sidecar_limits is None else storage.sidecar_limits.budget()
 
 
 def token_auth_support(config: StackConfig, row: ImageRow) -> tuple[bool, str]:

@@ -38,7 +38,7 @@ import pulumi_kubernetes as k8s
 
 from jobs.layout import DATA_LAYOUT, MOUNT_PATH, DataLayout
 from components.config import (
-    GcsStorage, LustreStorage, StackConfig, quantity_bytes, version_at_least,
+    GcsStorage, LustreStorage, StackConfig, cpu_cores, quantity_bytes, version_at_least,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -102,6 +102,11 @@ class SidecarLimits:
     cpu: str
     memory: str
     ephemeral_storage: str
+
+    def budget(self) -> tuple[float, float]:
+        """CPU cores and GiB the sidecar takes from its pod's node ("0", unlimited, reserves
+        nothing up front)."""
+        return cpu_cores(self.cpu), quantity_bytes(self.memory) / 2**30
 
 
 def gcsfuse_sidecar_limits(gcs: GcsStorage, autopilot: bool) -> SidecarLimits:
