@@ -13,8 +13,8 @@ directory (``spec.checkpoint_dir``, derived from the run id, not from the attemp
   FAILED/STOPPED     submits the next attempt (n + 1), which resumes from the checkpoints
 
 A submission that races another (Ray answers HTTP 500 "... already exists") attaches to the
-attempt that won. The entrypoint is one shell command composed by ``compose_entrypoint``
-(GPU wait, data preparation, training); the Pulumi RayJob uses the same function.
+attempt that won. The entrypoint is the run driver's one command (``run_entrypoint``:
+``python3 -m jobs.run --plan /opt/gke-grpo/run/plan.json``); the Pulumi RayJob submits the same.
 
 Exit codes of the jobs CLI, in one place (``ExitCode``):
 
@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, TextIO
 
 from jobs.logs import ProgressTracker
+from jobs.plan import RUN_COMMAND
 from jobs.spec import GrpoSpec
 from jobs.wait_for_gpus import EXIT_TIMEOUT as _GPU_WAIT_EXIT, TIMEOUT_MARKER
 
@@ -65,7 +66,6 @@ class ExitCode(enum.IntEnum):
 LIVE = ("PENDING", "RUNNING")
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 LOG_TAIL_LINES = 50
-DEFAULT_GPU_WAIT_SECONDS = 1800
 PYTHON = "python3"   # the framework images have python3; not all have `python`
 
 
@@ -83,24 +83,14 @@ class SecretInJobError(RunError):
 
 # ---- the entrypoint ---------------------------------------------------------------------------
 
-def compose_entrypoint(spec: GrpoSpec, training_entrypoint: str,
-                       gpu_wait_seconds: float = DEFAULT_GPU_WAIT_SECONDS) -> str:
-    """The one shell command of an attempt, for the CLI and the Pulumi RayJob alike:
-
-    1. ``jobs.wait_for_gpus``: wait (bounded) until the run's GPUs are available (exit 3 if not);
-    2. ``jobs.prepare``: stage the model and the dataset on /data, idempotently (its own
-       markers make a resumed attempt skip what is done);
-    3. the framework's training command (``jobs.render.render(spec).entrypoint``), which resumes
-       from the run's checkpoint directory.
+def run_entrypoint() -> str:
+    """The one command of every attempt, for the CLI and the Pulumi RayJob alike: the run driver
+    (jobs/run.py) with the plan the stack deployed to the head (jobs/plan.py). It prepares the
+    data and model, waits for the GPUs, trains, restarts after lost workers and enforces the
+    budget; nothing attempt-specific is in it (the driver reads its attempt from the submission
+    id), and nothing a shell would interpret (KubeRay's submitter and Ray's job CLI each parse it).
     """
-    if not training_entrypoint.strip():
-        raise ValueError("empty training entrypoint")
-    wait = (f"{PYTHON} -m jobs.wait_for_gpus --gpus {spec.total_gpus} "
-            f"--gpus-per-node {spec.gpus_per_node} --timeout-seconds {int(gpu_wait_seconds)}")
-    # Nothing attempt-specific: every attempt of a run runs the same command.
-    prepare = shlex.join([PYTHON, "-m", "jobs.prepare", "--framework", spec.framework,
-                          "--model", spec.model, "--dataset", spec.dataset])
-    return f"{wait} && {prepare} && {training_entrypoint.strip()}"
+    return RUN_COMMAND
 
 
 def submission_metadata(spec: GrpoSpec, attempt: int) -> dict[str, str]:
@@ -328,6 +318,14 @@ class Runs:
 
     def logs(self, submission_id: str) -> str:
         return self._call("job logs", "get_job_logs", submission_id) or ""
+
+    def restarts(self, submission_id: str) -> list[dict]:
+        """The driver's trainer restarts in this attempt, read back from its Ray job log."""
+        from jobs.run import restarts_from_log
+        try:
+            return restarts_from_log(self.logs(submission_id))
+        except RuntimeError:     # no logs yet (runtime env still being set up)
+            return []
 
     # -- actions -----------------------------------------------------------------------------
     def submit(self, spec: GrpoSpec, entrypoint: str, runtime_env: Optional[dict] = None, *,
