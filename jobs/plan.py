@@ -103,13 +103,14 @@ def plan_from_dict(data: Any) -> RunPlan:
     unknown = sorted(set(data) - names)
     if unknown:
         raise PlanError(f"unknown plan keys: {', '.join(unknown)}")
+    missing = sorted(f.name for f in dataclasses.fields(RunPlan) if f.name not in data
+                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise PlanError(f"missing plan keys: {', '.join(missing)}")
     fields = dict(data)
-    try:
-        fields["trainer"] = _command(data.get("trainer"), "trainer")
-        fields["prepare"] = None if data.get("prepare") is None else _command(data["prepare"], "prepare")
-        plan = RunPlan(**fields)
-    except TypeError as exc:        # a required key is missing
-        raise PlanError(str(exc).replace("RunPlan.__init__() ", "")) from None
+    fields["trainer"] = _command(data.get("trainer"), "trainer")
+    fields["prepare"] = None if data.get("prepare") is None else _command(data["prepare"], "prepare")
+    plan = RunPlan(**fields)
     for name in ("run_id", "framework", "run_dir", "checkpoint_dir"):
         if not isinstance(getattr(plan, name), str) or not getattr(plan, name):
             raise PlanError(f"{name} must be a non-empty string")

@@ -54,6 +54,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -376,6 +377,7 @@ class Driver:
         self.first_trainer_start: Optional[float] = None
         self.attempt_saw_step = False
         self.stop_requested = threading.Event()
+        self._not_found = ""
 
     def say(self, text: str) -> None:
         print(f"{PREFIX} {text}", file=self.out, flush=True)
@@ -406,6 +408,10 @@ class Driver:
         problem = check_writable(plan.checkpoint_dir)
         if problem:
             return self.end(DriverExit.NOT_WRITABLE, f"checkpoint directory {problem}")
+        # Before any staging or GPU wait: a trainer that cannot start would only fail later.
+        problem = self._trainer_missing()
+        if problem:
+            return self.end(DriverExit.TRAINER_NOT_FOUND, problem)
 
         if plan.prepare is not None:
             self.records.event("prepare_start", 0)
@@ -417,6 +423,8 @@ class Driver:
 
         restarts = 0
         while True:
+            if self.stop_requested.is_set():
+                return self.end(DriverExit.TERMINATED, "stopped (SIGTERM) before the trainer started")
             code = self._gpus_and_gates()
             if code is not None:
                 return code
@@ -492,6 +500,20 @@ class Driver:
         except OSError as exc:
             self.say(f"cannot start {command.argv[0]}: {exc.strerror or exc}")
             return 127
+
+    def _trainer_missing(self) -> Optional[str]:
+        trainer = self.plan.trainer
+        if trainer.cwd is not None and not Path(trainer.cwd).is_dir():
+            return f"the trainer's working directory {trainer.cwd} does not exist"
+        program = trainer.argv[0]
+        path = {**os.environ, **trainer.env}.get("PATH")
+        if "/" in program:
+            found = Path(trainer.cwd or ".", program)
+            if not (found.is_file() and os.access(found, os.X_OK)):
+                return f"the trainer command {program!r} does not exist or is not executable"
+        elif shutil.which(program, path=path) is None:
+            return f"the trainer command {program!r} is not on the PATH"
+        return None
 
     def _trainer_env(self) -> dict[str, str]:
         tensorboard = self.run_dir / "tensorboard" / f"attempt-{self.attempt}-start-{self.start}"
