@@ -120,6 +120,7 @@ INVALID = [
     ("bad-maintenance-time", "prod", {P + "cluster.maintenanceWindow.startTime": "saturday 2am"},
      {P + "cluster.maintenanceWindow.startTime"}),
     ("steps-and-epochs", "dev", {P + "job.totalSteps": 100}, {P + "job.totalSteps"}),
+    ("negative-max-restarts", "dev", {P + "job.maxRestarts": -1}, {P + "job.maxRestarts"}),
     ("several-at-once", "prod", {
         P + "gpu.provisioningModel": "on-demand", P + "gpu.reservation": DELETE,
         P + "cluster.zone": "us-east5-a", P + "network.gvnicSubnetCidr": "10.0.0.0/24",
