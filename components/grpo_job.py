@@ -118,6 +118,8 @@ def submitter_pod_template(ray_version: str, node_selector: dict[str, str]) -> d
             "containers": [{
                 "name": "ray-job-submitter",     # KubeRay's utils.SubmitterContainerName
                 "image": f"rayproject/ray:{ray_version}",
+                # A small image pinned by version tag: re-resolved at each (rare) submitter start.
+                "imagePullPolicy": "Always",
                 "resources": {"requests": resources, "limits": dict(resources)},
                 # The CLI writes only temporary files: give it a writable /tmp and HOME there.
                 "env": [{"name": "HOME", "value": "/tmp"}],

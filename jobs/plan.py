@@ -114,10 +114,10 @@ def plan_from_dict(data: Any) -> RunPlan:
     for name in ("run_id", "framework", "run_dir", "checkpoint_dir"):
         if not isinstance(getattr(plan, name), str) or not getattr(plan, name):
             raise PlanError(f"{name} must be a non-empty string")
-    for name in ("attempt", "gpus", "gpus_per_node", "max_restarts"):
+    for name, low in (("attempt", 1), ("gpus", 1), ("gpus_per_node", 1), ("max_restarts", 0)):
         value = getattr(plan, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise PlanError(f"{name} must be an integer >= 0, got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise PlanError(f"{name} must be an integer >= {low}, got {value!r}")
     for name in ("gpu_wait_seconds", "stop_grace_seconds", "backoff_base_seconds",
                  "backoff_cap_seconds", "gpu_poll_seconds"):
         value = getattr(plan, name)

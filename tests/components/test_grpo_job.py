@@ -189,3 +189,25 @@ def test_head_modules_import_nothing_of_pulumi():
         source = (ROOT / "jobs" / name).read_text()
         # Module level only: spec.py's Pulumi-side helper imports lazily, never on the head.
         assert not re.search(r"^(import|from) (pulumi|components|tools)\b", source, flags=re.MULTILINE), name
+
+
+def test_the_driver_runs_from_the_configmap_alone(dev_preview, tmp_path):
+    """The head has only the ConfigMap's files (and the framework image): the driver and what it
+    starts import nothing of Pulumi, components/, tools/ or torch."""
+    import subprocess
+    import sys
+
+    [configmap] = [r for r in dev_preview.resources if r.type == "kubernetes:core/v1:ConfigMap"]
+    (tmp_path / "jobs").mkdir()
+    for name in HEAD_MODULES:
+        (tmp_path / "jobs" / name).write_text(configmap.inputs["data"][name])
+    probe = ("import sys, jobs.run, jobs.plan, jobs.wait_for_gpus, jobs.prepare\n"
+             "plan = jobs.plan.plan_from_dict(__import__('json').loads(sys.stdin.read()))\n"
+             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('pulumi', 'components', 'tools', 'torch', 'yaml'))\n"
+             "print(plan.run_id, bad)")
+    proc = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n" + probe],
+                          input=configmap.inputs["data"][PLAN_FILE], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [dev_preview.outputs["runId"], "[]"]
