@@ -26,8 +26,8 @@ Exit codes of the jobs CLI, in one place (``ExitCode``):
      nodes did not join in time: Spot/flex-start capacity not granted yet)
   4  DASHBOARD_UNREACHABLE: the Ray dashboard did not answer after bounded retries, the
      port-forward to it could not be opened, or it answered with a server error
-  5  JOB_STOPPED: the attempt was STOPPED (by `python -m jobs stop`, the RayJob's deletion, or
-     its activeDeadlineSeconds)
+  5  JOB_STOPPED: the attempt was STOPPED (by `python -m jobs stop` or the RayJob's deletion;
+     a spent budget is a FAILED attempt: the run driver exits 12, jobs/run.py)
   130 interrupted (Ctrl-C): following stops, the attempt keeps running on the cluster
 
 Secrets never travel through the Job Submission API (the dashboard shows entrypoints, runtime

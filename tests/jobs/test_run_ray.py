@@ -260,3 +260,25 @@ else:
                 if text in cmdline:
                     found.append(cmdline)
         return found
+
+    def test_jobs_stop_stops_the_driver_and_its_trainer(head, tmp_path):
+        name = "stopped"
+        spec = dev_spec(**{"gke-grpo:job.experimentName": name})
+        plan = write_plan(tmp_path, spec.run_id, "overrun", deadline_seconds=300)
+        where = ["--stack", "dev", "--config-file", write_config(tmp_path, experimentName=name),
+                 "--address", head]
+        code, out, err = cli_run(["submit", *where, "--no-follow"], {"env_vars": {"PYTHONUNBUFFERED": "1"}})
+        assert code == ExitCode.OK, out + err
+        deadline = time.monotonic() + 60
+        while "trainer_start" not in [e["event"] for e in events(plan)]:
+            assert time.monotonic() < deadline, "the trainer never started"
+            time.sleep(0.3)
+        code, out, _ = cli_run(["stop", *where, "--wait"])
+        assert code == ExitCode.OK and f"{spec.submission_id(1)}: STOPPED" in out, out
+        # the driver stopped its trainer and recorded why before Ray's SIGKILL (3 s)
+        ends = [e for e in events(plan) if e["event"] == "driver_end"]
+        assert [e["exit_code"] for e in ends] == [DriverExit.TERMINATED]
+        deadline = time.monotonic() + 10
+        while _processes_matching(FAKE_TRAINER):
+            assert time.monotonic() < deadline, _processes_matching(FAKE_TRAINER)
+            time.sleep(0.2)
