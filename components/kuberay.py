@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from components.cluster import GkeCluster
 from components.config import StackConfig
 from components.gpu_capacity import GpuCapacity
+from components.head_credentials import head_secret_env, hf_token_file_volume
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.networks import GpuNetworks
 from components.storage import SharedStorage
@@ -413,6 +414,11 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
     if has_wandb:
         secret_env.append(_secret_env("WANDB_API_KEY", "wandb-secret", "api_key"))
     common_env = [{"name": "HF_HOME", "value": layout.hf_home}, *secret_env]
+    # Head and workers alike (components/head_credentials.py says why).
+    library_path = {"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64:{GIB_MOUNT}/lib64"}
+    token_volume, token_mount = hf_token_file_volume()
+    head_env = [{"name": "HF_HOME", "value": layout.hf_home}, library_path,
+                *head_secret_env(config.job.framework, has_wandb)]
     no_escalation = {"allowPrivilegeEscalation": False}
     # The container runtime's default seccomp filter: Autopilot applies it anyway.
     pod_security = {"seccompProfile": {"type": "RuntimeDefault"}}
@@ -425,8 +431,8 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
                   {"containerPort": CLIENT_PORT, "name": "client"},
                   {"containerPort": METRICS_PORT, "name": "metrics"}],
         "resources": {"requests": head_resources, "limits": head_resources},
-        "env": [*common_env, *head_extra_env],
-        "volumeMounts": [*storage.volume_mounts, *head_extra_mounts],
+        "env": [*head_env, *head_extra_env],
+        "volumeMounts": [*storage.volume_mounts, token_mount, *head_extra_mounts],
         # The head serves Ray's control plane and runs the job driver: no Linux capability needed.
         "securityContext": {**no_escalation, "capabilities": {"drop": ["ALL"]}},
     }
@@ -435,11 +441,11 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
         "serviceAccountName": storage.service_account_name,
         "nodeSelector": dict(cluster.head_node_selector),
         "containers": [head_container],
-        "volumes": [*storage.volumes, *head_extra_volumes],
+        "volumes": [*storage.volumes, token_volume, *head_extra_volumes],
     }
     gpu_env = [
         *common_env,
-        {"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64:{GIB_MOUNT}/lib64"},
+        library_path,
         # After set_nccl_env.sh too (see args): the tuner file of this GPU, never the B200
         # file on H200 (tutorial defect 3).
         {"name": "NCCL_TUNER_CONFIG_PATH", "value": shape.nccl_tuner_file},
