@@ -149,6 +149,8 @@ class KubeRay(pulumi.ComponentResource):
         self.token_auth, self.token_auth_message = token_auth_support(config, self.row)
         # Said on every preview/up: a reviewer sees whether the dashboard needs a token.
         (pulumi.log.info if self.token_auth else pulumi.log.warn)(self.token_auth_message, resource=self)
+        for message in self.row.deploy_warnings():   # an image not confirmed pullable
+            pulumi.log.warn(message, resource=self)
 
         # ---- the operator -------------------------------------------------------------------
         self.operator = None
