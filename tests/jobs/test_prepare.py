@@ -305,3 +305,16 @@ def test_cli_passes_revisions_and_reads_the_token_file(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     assert prep.read_hf_token(tmp_path / "missing") == TOKEN
     assert prep.HF_TOKEN_FILE == "/var/run/secrets/gke-grpo/hf/hf_api_token"
+
+
+def test_revisions_are_part_of_the_run_identity():
+    from tests.jobs.test_preflight import DEV
+    import dataclasses
+
+    other = dataclasses.replace(DEV, model_revision="0" * 40)
+    assert other.spec_hash != DEV.spec_hash and other.run_id != DEV.run_id
+    assert dataclasses.replace(DEV, dataset_revision=None).spec_hash != DEV.spec_hash
+    assert other.model_dir.endswith("--" + "0" * 40)
+    assert DEV.dataset_dir == f"/data/datasets/gsm8k--{DATASET_SHA}"
+    # A new attempt is the same run.
+    assert DEV.with_attempt(4).spec_hash == DEV.spec_hash
