@@ -238,6 +238,13 @@ def calibration_estimate(shape: ModelShape, tokens: int, checkpointing: bool) ->
     }
 
 
+def reference_estimate(shape: ModelShape, tokens: int) -> float:
+    """Peak allocated bytes of a bf16 reference model (one GPU) during a no-grad log-prob
+    forward: its bf16 parameters, the root unit gathered, the logits."""
+    return (BF16 * shape.parameters + ALLOCATOR_BASE_BYTES
+            + sum(t.bytes for t in logprob_terms(shape, shards=1, tokens=tokens)))
+
+
 # ------------------------------------------------------------------------------------------------
 # vLLM: weights / TP and the KV cache it sizes from gpu_memory_utilization x total memory
 # ------------------------------------------------------------------------------------------------

@@ -68,6 +68,22 @@ MODELS = [
 SEQUENCE = 2048
 BATCHES = (1, 4, 8, 16)          # micro batches of 2048, 8192, 16384, 32768 tokens
 
+# A second set, not used to fit the planner's constants: other widths (3B, 72B), another
+# layer count (14B x 8) and 4096-token sequences. Its predictions were committed before it ran.
+HOLDOUT_MODELS = [
+    {"model": "Qwen/Qwen2.5-3B-Instruct", "hidden_size": 2048, "intermediate_size": 11008,
+     "layers": 36, "attention_heads": 16, "kv_heads": 2, "vocab_size": 151936,
+     "tie_word_embeddings": True, "layers_run": 36},
+    {"model": "Qwen/Qwen2.5-14B-Instruct", "hidden_size": 5120, "intermediate_size": 13824,
+     "layers": 48, "attention_heads": 40, "kv_heads": 8, "vocab_size": 152064,
+     "tie_word_embeddings": False, "layers_run": 8},
+    {"model": "Qwen/Qwen2.5-72B-Instruct", "hidden_size": 8192, "intermediate_size": 29568,
+     "layers": 80, "attention_heads": 64, "kv_heads": 8, "vocab_size": 152064,
+     "tie_word_embeddings": False, "layers_run": 2},
+]
+HOLDOUT_SEQUENCE = 4096
+HOLDOUT_BATCHES = (1, 2, 4)      # 4096, 8192, 16384 tokens
+
 SMOKE_MODELS = [
     {"model": "tiny-qwen2", "hidden_size": 64, "intermediate_size": 160, "layers": 2,
      "attention_heads": 4, "kv_heads": 2, "vocab_size": 512, "tie_word_embeddings": False,
@@ -163,6 +179,61 @@ def build(torch, spec: dict, device):
     return model, optimizer, params
 
 
+def measure_reference(torch, meter, spec, device, batches, seq) -> list:
+    """The reference model as verl builds it (bf16 parameters, FSDP2, no optimizer): a no-grad
+    log-prob forward per micro batch. The first pass gathers the root unit, which FSDP2 keeps
+    gathered after a forward; later passes start with it."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=spec["vocab_size"], hidden_size=spec["hidden_size"],
+        intermediate_size=spec["intermediate_size"], num_hidden_layers=spec["layers_run"],
+        num_attention_heads=spec["attention_heads"], num_key_value_heads=spec["kv_heads"],
+        max_position_embeddings=32768, tie_word_embeddings=spec["tie_word_embeddings"],
+        use_cache=False)
+    config._attn_implementation = "sdpa"
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config).to(torch.bfloat16)
+    model.eval()
+    mesh = init_device_mesh(device.type, (1,), mesh_dim_names=("fsdp",))
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for module in [m for m in model.modules() if type(m).__name__ == "Qwen2DecoderLayer"
+                   or (isinstance(m, torch.nn.Embedding) and not spec["tie_word_embeddings"])]:
+        fully_shard(module, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    rows = []
+    for batch in batches:
+        ids = torch.randint(0, spec["vocab_size"], (batch, seq), device=device)
+        gc.collect()
+        if meter.cuda:
+            torch.cuda.empty_cache()
+        row = {"batch": batch, "sequence": seq, "tokens": batch * seq,
+               "start_allocated": meter.allocated()}
+        try:
+            meter.start()
+            with torch.no_grad():
+                logits = model(input_ids=ids, use_cache=False).logits
+                logp = -torch.nn.functional.cross_entropy(
+                    logits.float().view(-1, logits.shape[-1]),
+                    torch.roll(ids, -1, dims=1).view(-1), reduction="none")
+                del logits, logp
+            row["reference_forward"] = meter.stop()
+        except torch.cuda.OutOfMemoryError as err:
+            row["out_of_memory"] = str(err).split("\n")[0][:300]
+        rows.append(row)
+        log(f"  reference tokens={batch * seq} "
+            f"peak={row.get('reference_forward', {}).get('peak_allocated')}")
+        if "out_of_memory" in row:
+            break
+    del model
+    gc.collect()
+    if meter.cuda:
+        torch.cuda.empty_cache()
+    return rows
+
+
 def loss_of(torch, model, ids):
     logits = model(input_ids=ids, use_cache=False).logits           # bf16 (param dtype)
     labels = torch.roll(ids, -1, dims=1)
@@ -218,6 +289,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--smoke", action="store_true", help="tiny models on the CPU")
+    parser.add_argument("--holdout", action="store_true",
+                        help="the held-out set (HOLDOUT_MODELS, 4096-token sequences)")
     parser.add_argument("--budget-s", type=float, default=480.0,
                         help="start no new configuration after this many seconds")
     args = parser.parse_args(argv)
@@ -236,9 +309,9 @@ def main(argv=None) -> int:
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{store}",
                             rank=0, world_size=1)
     meter = Meter(torch, cuda)
-    models = SMOKE_MODELS if args.smoke else MODELS
-    batches = (1, 2) if args.smoke else BATCHES
-    seq = 16 if args.smoke else SEQUENCE
+    models = SMOKE_MODELS if args.smoke else HOLDOUT_MODELS if args.holdout else MODELS
+    batches = (1, 2) if args.smoke else HOLDOUT_BATCHES if args.holdout else BATCHES
+    seq = 16 if args.smoke else HOLDOUT_SEQUENCE if args.holdout else SEQUENCE
     result = {
         "what": "peak GPU memory of one training step (FSDP2 world size 1, fp32 master "
                 "weights, bf16 compute, fp32 gradient reduction, torch AdamW), forward+backward "
@@ -316,6 +389,10 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
         entry["allocated_after_free"] = meter.allocated()
         save()
+        if args.holdout or args.smoke:
+            entry["reference_rows"] = measure_reference(torch, meter, spec, device, batches, seq)
+            entry["allocated_after_reference"] = meter.allocated()
+            save()
     result["wall_s"] = round(time.monotonic() - started, 1)
     save()
     dist.destroy_process_group()
