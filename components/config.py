@@ -418,6 +418,9 @@ class JobConfig(_Area):
     dynamic_batch_size: bool = False            # verl actor.use_dynamic_bsz / NeMo RL dynamic_batching
     max_tokens_per_gpu: Optional[int] = None    # verl ppo_max_token_len_per_gpu (dynamic batch size)
     sequence_packing: bool = True               # NeMo RL sequence_packing / verl use_remove_padding
+    # What preflight does with a GPU-memory estimate above 100 % (jobs/memory_plan.py):
+    # refuse (enforce) or only warn (warn). Not part of the run's identity.
+    memory_check: Literal["enforce", "warn"] = "enforce"
 
 
 AREAS: dict[str, type[_Area]] = {

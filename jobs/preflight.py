@@ -39,6 +39,9 @@ What is checked:
   nodes; generation nodes only when generation is not colocated; dynamic batching excludes
   sequence packing (nemo_rl/models/policy/lm_policy.py, v0.5.0); no Ulysses, no
   maxTokensPerGpu (verl keys); W&B is off (warning when a key is configured).
+- GPU memory (jobs/memory_plan.py, docs/memory-planner.md): the estimated peak per GPU of each
+  colocated phase; a warning above 85 %, an error above 100 % (a warning with
+  gke-grpo:job.memoryCheck: warn); vLLM's KV cache must hold one whole sequence.
 
 Exit codes of ``main``: 0 no errors (warnings may be printed); 2 the stack config is invalid or
 unreadable, or preflight found errors.
@@ -567,6 +570,9 @@ class _Checker:
             self.nemo_rl(usable, overrides)
         else:
             self.error(JOB + "framework", f"is {s.framework!r}; one of 'verl', 'nemo-rl'")
+        if usable and s.framework in ("verl", "nemo-rl"):
+            from jobs.memory_plan import memory_findings   # GPU memory (docs/memory-planner.md)
+            self.findings.extend(memory_findings(s, s.memory_check))
         return self.findings
 
 
@@ -643,6 +649,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     findings = check(spec)
     for finding in findings:
         print(finding)
+    from jobs.memory_plan import format_plan, plan_for_spec
+    plan = plan_for_spec(spec)
+    if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
+        print(format_plan(plan))
     failed = errors(findings)
     warnings = len(findings) - len(failed)
     print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "

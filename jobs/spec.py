@@ -70,13 +70,16 @@ class GrpoSpec:
     max_tokens_per_gpu: Optional[int] = None
     sequence_packing: bool = True
     attempt: int = 1
+    memory_check: str = "enforce"       # gke-grpo:job.memoryCheck: preflight's policy, not the run
 
     # ---- identity ---------------------------------------------------------------------------
     @property
     def spec_hash(self) -> str:
-        """sha256 of every field but the attempt, canonical JSON: same spec, same hash."""
+        """sha256 of every field but the attempt and the memory-check policy, canonical JSON:
+        same spec, same hash."""
         fields = dataclasses.asdict(self)
         fields.pop("attempt")
+        fields.pop("memory_check")
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -162,5 +165,5 @@ def spec_from_config(config: "StackConfig") -> GrpoSpec:
         ulysses_sequence_parallel_size=job.ulysses_sequence_parallel_size,
         dynamic_batch_size=job.dynamic_batch_size, max_tokens_per_gpu=job.max_tokens_per_gpu,
         sequence_packing=job.sequence_packing,
-        attempt=job.attempt,
+        attempt=job.attempt, memory_check=job.memory_check,
     )

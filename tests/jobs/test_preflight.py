@@ -25,6 +25,13 @@ def stack_spec(stack: str) -> GrpoSpec:
     return spec_from_config(load_stack_config(raw, secret_keys, stack))
 
 
+@pytest.fixture(autouse=True)
+def _rules_without_gpu_memory(monkeypatch):
+    """The rules here do not depend on GPU memory, which tests/jobs/test_memory_plan.py checks
+    (several cases here change batch sizes or parallelism far from what fits)."""
+    monkeypatch.setattr("jobs.memory_plan.memory_findings", lambda spec, mode="enforce": [])
+
+
 DEV = stack_spec("dev")     # verl, 2 x 8 H200: 256 prompts x 8, mini 256, dynamic bsz, rollout TP 2
 PROD = stack_spec("prod")   # NeMo RL, 4 x 8 B200: 32 prompts x 16, global batch 512, train TP 8, vLLM TP 4
 # The micro-batch arithmetic applies without a dynamic batch size.
