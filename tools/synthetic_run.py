@@ -146,11 +146,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.synthetic_run", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", help="run directory to write (must not exist)")
     parser.add_argument("--framework", choices=("verl", "nemo-rl"), default="verl")
-    parser.add_argument("--live", action="store_true", help="leave the second start running")
+    parser.add_argument("--live", action="store_true",
+                        help="leave the second start running, its last step a minute ago")
+    parser.add_argument("--steps", type=int, default=58, help="planned steps (dev: 2 epochs of 29)")
     args = parser.parse_args(argv)
     if Path(args.out).exists():
         parser.error(f"{args.out} exists")
-    run = write_synthetic_run(args.out, args.framework, finished=not args.live)
+    t0 = 1_780_000_000.0
+    if args.live:   # place the run so that now is a minute after its last step
+        import tempfile
+        import time
+
+        with tempfile.TemporaryDirectory() as scratch:
+            dry = write_synthetic_run(scratch, args.framework, t0=0.0, total_steps=args.steps, finished=False)
+        t0 = time.time() - dry.end_time - 60
+    run = write_synthetic_run(args.out, args.framework, t0=t0, total_steps=args.steps, finished=not args.live)
     print(f"wrote {run.path} ({run.framework}, {run.total_steps} planned steps)")
     return 0
 
