@@ -226,10 +226,22 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
 
 # ---- the run directory (TensorBoard files, timeline): status, plot, report ----------------------
 
-def _run_directory(args, run_id: Optional[str]) -> Optional[Path]:
-    """--run-dir, else /data/runs/<run-id> when this machine sees it (on the head, or a mount)."""
+def _run_directory(args, run_id: Optional[str], config=None) -> Optional[Path]:
+    """--fetch (a copy from the head pod), --run-dir, else /data/runs/<run-id> when this machine
+    sees it (on the head, or a mount)."""
     from jobs.timeline import run_dir
 
+    if getattr(args, "fetch", False):
+        if config is None or not run_id:
+            raise UsageError("--fetch needs --stack STACK: its RayCluster is where the run directory is")
+        from jobs.fetch_run import FetchError, fetch_run_dir
+
+        dest = Path(args.run_dir) if getattr(args, "run_dir", None) else Path("runs") / run_id
+        try:
+            return fetch_run_dir(config.kuberay.namespace, config.kuberay.ray_cluster_name, run_id, dest,
+                                 kubectl=args.kubectl, context=args.kube_context)
+        except FetchError as exc:
+            raise _Unreachable(f"--fetch: {exc}") from None
     if getattr(args, "run_dir", None):
         path = Path(args.run_dir)
         if not path.is_dir():
@@ -247,7 +259,7 @@ def _run_directory(args, run_id: Optional[str]) -> Optional[Path]:
 def _report_inputs(args, run_id: Optional[str], config=None, spec: Optional[GrpoSpec] = None):
     from jobs.report import CostBasis, collect_inputs, planned_steps
 
-    directory = _run_directory(args, run_id)
+    directory = _run_directory(args, run_id, config)
     if directory is None:
         return None
     cost_basis = preview = planned = None
@@ -301,7 +313,8 @@ def cmd_report(args, out, err) -> int:
     inputs = _report_inputs(args, run_id, config, spec)
     if inputs is None:
         from jobs.timeline import run_dir
-        raise UsageError(f"no run directory for {run_id}: {run_dir(run_id)} is not here; copy it "
+        raise UsageError(f"no run directory for {run_id}: {run_dir(run_id)} is not here; give "
+                         "--fetch --stack STACK (a copy from the head pod), or copy it yourself "
                          "(docs/metrics-and-report.md) and give --run-dir DIR")
     if inputs.timeline.empty and inputs.metrics.empty:
         raise UsageError(f"{inputs.run_dir}: no events.jsonl and no TensorBoard files: not a run directory?")
@@ -350,7 +363,8 @@ def cmd_plot(runs: Optional[Runs], target: Optional[Target], args, out, err) -> 
 
     framework = None if args.framework == "auto" else args.framework
     structured = None if args.log else _report_inputs(
-        args, getattr(target, "run_id", None) or args.run_id, None, getattr(target, "spec", None))
+        args, getattr(target, "run_id", None) or args.run_id, getattr(target, "config", None),
+        getattr(target, "spec", None))
     if structured is not None and not structured.metrics.empty:
         records = structured.metrics.step_records()
         title = structured.run_id
@@ -437,6 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
     rundir = argparse.ArgumentParser(add_help=False)
     rundir.add_argument("--run-dir", help="the run's directory (/data/runs/<run-id> on the cluster, or a copy): "
                                           "TensorBoard metrics and timeline; alone, no dashboard is needed")
+    rundir.add_argument("--fetch", action="store_true",
+                        help="first copy the run directory from the head pod (kubectl cp) to --run-dir "
+                             "or ./runs/<run-id>")
     sub.add_parser("status", parents=[target, which, rundir], help="state, progress, goodput and cost of the run")
     sub.add_parser("list", parents=[target], help="the run's attempts with state and times")
     p = sub.add_parser("stop", parents=[target], help="stop the run's live attempt")
@@ -453,6 +470,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", help="stack whose config gives the machines, nodes, price model and planned steps")
     p.add_argument("--config-file", help="a stack config file in the Pulumi.<stack>.yaml format")
     p.add_argument("--out", help="folder to write report.html and the PNGs to (default: report-RUN)")
+    p.add_argument("--fetch", action="store_true",
+                   help="first copy /data/runs/RUN from the stack's Ray head pod (kubectl cp)")
+    p.add_argument("--kube-context", help="kubectl context for --fetch")
+    p.add_argument("--kubectl", default="kubectl", help=argparse.SUPPRESS)
     sub.add_parser("preflight", help="check the job config against the frameworks' rules (jobs.preflight)",
                    add_help=False)
     return parser
