@@ -284,7 +284,10 @@ def cmd_status_offline(args, out, err) -> int:
     """status from a run directory alone (no Ray dashboard): `status --run-dir DIR`."""
     from jobs.report import status_rows
 
-    inputs = _report_inputs(args, args.run_id)
+    config = spec = None
+    if args.stack:
+        config, spec = load_stack(args.stack, args.config_file)
+    inputs = _report_inputs(args, args.run_id or Path(args.run_dir).resolve().name, config, spec)
     assert inputs is not None
     g = inputs.goodput
     rows = [("run", inputs.run_id), ("run dir", str(inputs.run_dir)),
@@ -516,8 +519,9 @@ def main(argv: Optional[Sequence[str]] = None, *, build_entrypoint: Optional[Ent
             return cmd_plot(None, None, args, out, err)
         if args.command == "report":
             return cmd_report(args, out, err)
-        if args.command in ("status", "plot") and args.run_dir and not (args.stack or args.address):
-            # The run directory alone: no dashboard (a copy on the laptop, or on the head).
+        if args.command in ("status", "plot") and args.run_dir and not (args.address or args.fetch):
+            # The run directory alone: no dashboard (a copy on the laptop, or on the head);
+            # --stack then only gives the config (machines, prices, planned steps).
             return cmd_status_offline(args, out, err) if args.command == "status" else \
                 cmd_plot(None, None, args, out, err)
         with open_target(args, err) as target:

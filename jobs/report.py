@@ -463,5 +463,10 @@ def status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
         starts = inputs.timeline.trainer_starts()
         rows.append(("starts", f"{len(starts)} trainer start(s), {len(inputs.timeline.restarts)} restart(s)"))
     if inputs.cost is not None:
-        rows.append(("cost", inputs.cost.describe()))
+        text = inputs.cost.describe()
+        est = inputs.preview_estimate or {}
+        key = "committedCostOverRunDeadline" if "committedCostOverRunDeadline" in est else "runCostUpperBound"
+        if est.get(key) is not None:
+            text += f"; preview estimate {est[key]:,.2f} {est.get('currency', '')} ({key})"
+        rows.append(("cost", text))
     return rows

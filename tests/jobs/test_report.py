@@ -164,3 +164,11 @@ def test_planned_steps():
     assert planned_steps(300, None, 256) == 300
     assert planned_steps(None, 2, 256, train_rows=7473) == 2 * 29
     assert planned_steps(None, None, 256) is None
+
+
+def test_status_from_the_run_directory_with_the_stack_config(run):
+    # --stack without --address: the config only (cost, planned steps), no port-forward
+    code, out, err = run_cli("status", "--run-dir", str(run.path), "--stack", "dev", "--kubectl", "/nonexistent")
+    assert code == 0, err
+    cost = dict(line.split(None, 1) for line in out.strip().splitlines())["cost"]
+    assert "USD so far" in cost and "node-hours" in cost and "preview estimate" in cost
