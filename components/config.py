@@ -406,6 +406,9 @@ class JobConfig(_Area):
     # can take a while to arrive).
     gpu_wait_seconds: int = Field(1800, ge=60)
     extra_overrides: tuple[str, ...] = ()
+    # What preflight does with a GPU-memory estimate above 100 % (jobs/memory_plan.py):
+    # refuse (enforce) or only warn (warn). Not part of the run's identity.
+    memory_check: Literal["enforce", "warn"] = "enforce"
 
 
 AREAS: dict[str, type[_Area]] = {

@@ -28,6 +28,9 @@ What is checked:
   % dp == 0; without sequence packing or dynamic batching (global batch / dp) % micro batch == 0;
   vLLM GPUs % (vLLM TP x PP) == 0; megatron xor dtensor; separate generation leaves training
   nodes; generation nodes only when generation is not colocated.
+- GPU memory (jobs/memory_plan.py, docs/memory-planner.md): the estimated peak per GPU of each
+  colocated phase; a warning above 85 %, an error above 100 % (a warning with
+  gke-grpo:job.memoryCheck: warn); vLLM's KV cache must hold one whole sequence.
 
 Exit codes of ``main``: 0 no errors (warnings may be printed); 2 the stack config is invalid or
 unreadable, or preflight found errors.
@@ -487,6 +490,9 @@ class _Checker:
             self.nemo_rl(usable, overrides)
         else:
             self.error(JOB + "framework", f"is {s.framework!r}; one of 'verl', 'nemo-rl'")
+        if usable and s.framework in ("verl", "nemo-rl"):
+            from jobs.memory_plan import memory_findings   # GPU memory (docs/memory-planner.md)
+            self.findings.extend(memory_findings(s, s.memory_check))
         return self.findings
 
 
@@ -557,6 +563,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     findings = check(spec)
     for finding in findings:
         print(finding)
+    from jobs.memory_plan import format_plan, plan_for_spec
+    plan = plan_for_spec(spec)
+    if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
+        print(format_plan(plan))
     failed = errors(findings)
     warnings = len(findings) - len(failed)
     print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "

@@ -58,13 +58,16 @@ class GrpoSpec:
     storage_kind: str                   # "gcs" | "lustre"
     storage_capacity_gib: Optional[int]  # Lustre capacity; None for Cloud Storage (unbounded)
     attempt: int = 1
+    memory_check: str = "enforce"       # gke-grpo:job.memoryCheck: preflight's policy, not the run
 
     # ---- identity ---------------------------------------------------------------------------
     @property
     def spec_hash(self) -> str:
-        """sha256 of every field but the attempt, canonical JSON: same spec, same hash."""
+        """sha256 of every field but the attempt and the memory-check policy, canonical JSON:
+        same spec, same hash."""
         fields = dataclasses.asdict(self)
         fields.pop("attempt")
+        fields.pop("memory_check")
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -143,5 +146,5 @@ def spec_from_config(config: "StackConfig") -> GrpoSpec:
         storage_kind=config.storage.kind,
         storage_capacity_gib=(lustre.capacity_gib if lustre else
                               (18_000 if config.storage.kind == "lustre" else None)),
-        attempt=job.attempt,
+        attempt=job.attempt, memory_check=job.memory_check,
     )
