@@ -34,8 +34,10 @@ class GpuNetworks(pulumi.ComponentResource):
         super().__init__("gke-grpo:components:GpuNetworks", name, None, opts)
         names = config.names
         network = config.network
-        # Every network call needs compute.googleapis.com enabled first (ProjectServices).
-        child = pulumi.ResourceOptions(parent=self, depends_on=list(services))
+        child = pulumi.ResourceOptions(parent=self)
+        # The networks need compute.googleapis.com enabled first (ProjectServices); everything
+        # else here depends on a network, so on the APIs through it.
+        root = pulumi.ResourceOptions(parent=self, depends_on=list(services))
 
         # The cluster gets a VPC of its own: the tutorials' `default` network is shared with
         # whatever else lives in the project, and its auto subnets overlap nothing we control.
@@ -49,7 +51,7 @@ class GpuNetworks(pulumi.ComponentResource):
             # (Google's Managed Lustre docs report ~10% more throughput at 8896; Cluster
             # Toolkit's vpc module defaults to 8896).
             mtu=network.cluster_mtu,
-            opts=child,
+            opts=root,
         )
         self.pod_range_name = names.pod_range
         self.service_range_name = names.service_range
@@ -99,7 +101,7 @@ class GpuNetworks(pulumi.ComponentResource):
             project=config.project,
             auto_create_subnetworks=False,
             mtu=network.gvnic_mtu,
-            opts=child,
+            opts=root,
         )
         self.gvnic_subnet = gcp.compute.Subnetwork(
             f"{name}-gvnic",
@@ -135,7 +137,7 @@ class GpuNetworks(pulumi.ComponentResource):
             auto_create_subnetworks=False,
             mtu=network.rdma_mtu,
             network_profile=config.rdma_network_profile,
-            opts=child,
+            opts=root,
         )
         # Each subnet depends on the network only, so the engine creates all of them at once
         # (the tutorial's `&` ... `wait`).

@@ -4,6 +4,7 @@ cluster mode and provisioning model."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -46,15 +47,16 @@ def test_standard_cluster_flags(prod_preview):
     assert cluster["enableMultiNetworking"] is True
     assert cluster["workloadIdentityConfig"] == {"workloadPool": "my-grpo-prod.svc.id.goog"}
     assert cluster["networkingMode"] == "VPC_NATIVE"
-    assert cluster["monitoringConfig"] == {"enableComponents": ["SYSTEM_COMPONENTS", "DCGM"],
-                                           "managedPrometheus": {"enabled": True}}
+    assert cluster["monitoringConfig"]["managedPrometheus"] == {"enabled": True}
     assert cluster["deletionProtection"] is True
     assert cluster["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster["maintenancePolicy"]["recurringWindow"]["recurrence"] == "FREQ=WEEKLY;BYDAY=SA,SU"
     # prod runs KubeRay from Helm and Lustre: no Ray addon, the Lustre CSI addon on, FUSE off.
     addons = cluster["addonsConfig"]
-    assert "rayOperatorConfigs" not in addons
-    assert addons["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": False}
+    # Sent even when off: an omitted Optional+Computed block never turns the addon off.
+    assert addons["rayOperatorConfigs"] == [{"enabled": False}]
+    assert addons["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": False,
+                                               "disableMultiNic": True}
     assert addons["gcsFuseCsiDriverConfig"] == {"enabled": False}
 
 
@@ -64,6 +66,8 @@ def test_autopilot_cluster_flags(dev_preview):
     assert cluster["enableMultiNetworking"] is True
     assert cluster["deletionProtection"] is False
     assert "removeDefaultNodePool" not in cluster
+    # Autopilot always runs Dataplane V2; Google's Terraform module dropped the field for it.
+    assert "datapathProvider" not in cluster
     addons = cluster["addonsConfig"]
     assert addons["rayOperatorConfigs"][0]["enabled"] is True
     assert addons["gcsFuseCsiDriverConfig"] == {"enabled": True}
@@ -154,6 +158,8 @@ def test_provisioning_model_flags(variant):
         assert selector == {
             "cloud.google.com/gke-accelerator": "nvidia-b200",
             "cloud.google.com/gke-accelerator-count": "8",
+            "cloud.google.com/gke-ephemeral-storage-local-ssd": "true",
+            "topology.kubernetes.io/zone": "us-central1-b",
             "cloud.google.com/compute-class": "Accelerator",
             "cloud.google.com/reservation-name": "grpo-b200-reservation",
             "cloud.google.com/reservation-affinity": "specific",
@@ -198,7 +204,10 @@ def test_kubernetes_provider_is_built_from_the_cluster_and_secret(stack_preview)
     assert stack_preview.outputs["kubeconfig"] == "[secret]"
     kubeconfig = json.loads(provider.raw_inputs["kubeconfig"])
     assert kubeconfig["users"][0]["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
-    assert kubeconfig["clusters"][0]["cluster"]["server"].startswith("https://34.118.0.")
+    # controlPlaneAccess "dns" (both stacks): the DNS-based endpoint, no pinned cluster CA.
+    server = kubeconfig["clusters"][0]["cluster"]
+    assert re.fullmatch(r"https://gke-[0-9a-f]{32}-\d{12}\.us-central1\.gke\.goog", server["server"])
+    assert "certificate-authority-data" not in server
     kubernetes_objects = [r for r in stack_preview.resources if r.type.startswith("kubernetes:")]
     assert kubernetes_objects
     for resource in kubernetes_objects:
