@@ -1264,14 +1264,13 @@ class _Rules:
                      f"{shape.machine_type} has ~{shape.allocatable_memory_gib:.0f} GiB allocatable "
                      f"and GKE's system DaemonSets need ~{SYSTEM_RESERVE_MEMORY_GIB} GiB{sidecar_note}")
         if self.cluster is not None and self.cluster.mode == "autopilot":
-            self._check_autopilot_worker_pod(shape, max_cpu, max_memory)
+            self._check_autopilot_worker_pod(shape)
         memory = worker.memory_gib or max_memory
         if worker.shm_gib >= memory:
             self.add("kuberay.worker.shmGib", worker.shm_gib, f"less than the worker's memory "
                      f"({memory} GiB): /dev/shm is memory the worker's limit counts")
 
-    def _check_autopilot_worker_pod(self, shape: "MachineShape", default_cpu: int,
-                                    default_memory: int) -> None:
+    def _check_autopilot_worker_pod(self, shape: "MachineShape") -> None:
         """The GPU worker pod as a whole (Ray container + gcsfuse sidecar) within Autopilot's
         per-pod maximum for its GPU shape (data/autopilot-gpu-limits.yaml): Autopilot rejects a
         pod above it."""
@@ -1292,16 +1291,19 @@ class _Rules:
                 sidecar_storage = quantity_bytes(limits.ephemeral_storage) / 2**30
             except ValueError:
                 return  # reported by _check_gcs
+        # Omitted CPU and memory are sized to fit by components/kuberay.py (worker_resources);
+        # what the config states explicitly is checked.
         asked = {
-            "kuberay.worker.cpu": ((worker.cpu or default_cpu) + sidecar_cpu, limit.cpu, "CPUs"),
-            "kuberay.worker.memoryGib": ((worker.memory_gib or default_memory) + sidecar_memory,
-                                         limit.memory_gib, "GiB of memory"),
-            "kuberay.worker.ephemeralStorageGib": (worker.ephemeral_storage_gib + sidecar_storage,
+            "kuberay.worker.cpu": (worker.cpu, sidecar_cpu, limit.cpu, "CPUs"),
+            "kuberay.worker.memoryGib": (worker.memory_gib, sidecar_memory, limit.memory_gib,
+                                         "GiB of memory"),
+            "kuberay.worker.ephemeralStorageGib": (worker.ephemeral_storage_gib, sidecar_storage,
                                                    limit.ephemeral_storage_gib,
                                                    "GiB of ephemeral storage"),
         }
-        for key, (total, maximum, what) in asked.items():
-            if total > maximum:
+        for key, (value, sidecar, maximum, what) in asked.items():
+            total = None if value is None else value + sidecar
+            if total is not None and total > maximum:
                 self.add(key, _lookup(worker.model_dump(by_alias=True), (key.rsplit(".", 1)[1],)),
                          f"a GPU worker pod of at most {maximum:g} {what} on Autopilot "
                          f"({shape.gpus} x {shape.gpu_type}, {limit.source}); this pod asks "
