@@ -102,7 +102,7 @@ class GrpoMocks(pulumi.runtime.Mocks):
                     "dnsEndpointConfig": {
                         **((inputs.get("controlPlaneEndpointsConfig") or {}).get("dnsEndpointConfig") or {}),
                         "endpoint": f"gke-{hashlib.sha256(resource_id.encode()).hexdigest()[:32]}"
-                                    f"-{_digits(project, 12)}.{location}.gke.goog"}},
+                                    f"-{project_number(project)}.{location}.gke.goog"}},
             )
         elif kind == "gcp:container/nodePool:NodePool":
             location = inputs.get("location", self.region)
