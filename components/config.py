@@ -108,10 +108,6 @@ def predefined_machine(machine_type: str) -> Optional[tuple[int, float]]:
 # 1.34 and Cluster Toolkit's gke-a4 / gke-a3-ultragpu blueprints pin version_prefix "1.35."
 # (GoogleCloudPlatform/cluster-toolkit examples/gke-a4/gke-a4.yaml @104708037, 2026-06-25).
 DEFAULT_GKE_MINOR = "1.35"
-# From this version the Lustre CSI driver uses every NIC and needs them in one VPC: A3 Ultra /
-# A4 nodes (second gVNIC on its own VPC) need disable_multi_nic (shared/reference/
-# pulumi-and-kuberay.md; pulumi-gcp 10.2.0 ClusterAddonsConfigLustreCsiDriverConfig).
-LUSTRE_MULTI_NIC_GKE_VERSION = "1.35.2-gke.1842000"
 PROVISIONING_MODELS = ("reservation", "spot", "flex-start")
 # Flex-start node pools serve ordinary pending GPU pods from this version on.
 FLEX_START_MIN_GKE_VERSION = "1.32.2-gke.1652000"

@@ -255,3 +255,25 @@ def test_allocatable_matches_the_reference_figures(shape):
     assert shape.allocatable_cpu == pytest.approx(223.37, abs=0.01)
     expected = {"a3-ultragpu-8g": 2886, "a4-highgpu-8g": 3882}[shape.machine_type]
     assert shape.allocatable_memory_gib == pytest.approx(expected, abs=15)
+
+
+# ---- issue 13, item 14: a current GKE minor, every version gate rechecked -----------------------
+
+def test_the_default_minor_clears_every_version_gate():
+    from components.config import (
+        DEFAULT_GKE_MINOR, FLEX_START_MIN_GKE_VERSION, LUSTRE_CSI_MIN_GKE_VERSION,
+        LUSTRE_MODERN_PORT_MIN_GKE_VERSION, ClusterConfig, version_at_least,
+    )
+    from components.storage import READ_AHEAD_MIN_GKE, STREAMING_WRITES_MIN_GKE
+    from tests.kubernetes_objects import schema_version
+
+    assert ClusterConfig.model_fields["min_master_version"].default == DEFAULT_GKE_MINOR == "1.35"
+    gates = [FLEX_START_MIN_GKE_VERSION, LUSTRE_CSI_MIN_GKE_VERSION, LUSTRE_MODERN_PORT_MIN_GKE_VERSION,
+             READ_AHEAD_MIN_GKE, STREAMING_WRITES_MIN_GKE,
+             *(shape.min_gke_version for shape in MACHINE_SHAPES.values())]
+    for gate in gates:
+        assert version_at_least(DEFAULT_GKE_MINOR, gate), gate
+    # Manifests are validated against that very minor's schema, not an older one.
+    assert schema_version(DEFAULT_GKE_MINOR) == "1.35.0"
+    for stack in ("dev", "prod"):
+        assert load_stack_config(*stack_config(stack)).cluster.min_master_version == DEFAULT_GKE_MINOR
