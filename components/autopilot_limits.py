@@ -50,3 +50,9 @@ def load_pod_limits(path: Path = DATA_FILE) -> dict[tuple[str, int], PodLimit]:
 
 def pod_limit_for(gpu_type: str, gpus: int) -> Optional[PodLimit]:
     return load_pod_limits().get((gpu_type, gpus))
+
+
+@functools.lru_cache(maxsize=None)
+def general_purpose_ephemeral_storage_gib(path: Path = DATA_FILE) -> float:
+    """Ephemeral storage a pod without local SSD may request on Autopilot (the Ray head)."""
+    return float(yaml.safe_load(path.read_text())["general_purpose"]["ephemeral_storage_gib"])

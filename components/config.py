@@ -379,9 +379,10 @@ class StorageConfig(_Area):
 class HeadResources(_Area):
     cpu: int = Field(12, ge=2)
     memory_gib: int = Field(48, ge=4)
-    # Requested explicitly: Autopilot's default is 1 GiB, and Ray logs, object spilling and
-    # runtime-env installs under /tmp/ray exceed it.
-    ephemeral_storage_gib: int = Field(50, ge=1)
+    # Requested explicitly: Autopilot's default is 1 GiB. Omitted: 50 on Standard; 5 on
+    # Autopilot, whose general-purpose pods get at most 10 GiB (sidecar included), so there the
+    # head's /tmp/ray is a disk-backed generic ephemeral volume instead (components/kuberay.py).
+    ephemeral_storage_gib: Optional[int] = Field(None, ge=1)
 
 
 class WorkerResources(_Area):
@@ -530,6 +531,13 @@ class StackConfig:
             return None
         gcs = self.storage.gcs or GcsStorage()
         return gcs.bucket_name or self.names.bucket(self.project)
+
+    @property
+    def head_ephemeral_storage_gib(self) -> int:
+        head = self.kuberay.head.ephemeral_storage_gib
+        if head is not None:
+            return head
+        return 5 if self.autopilot else 50
 
     @property
     def soft_delete_retention_days(self) -> int:
@@ -1305,8 +1313,29 @@ class _Rules:
                          f"({shape.gpus} x {shape.gpu_type}, {limit.source}); this pod asks "
                          f"{total:g} including the gcsfuse sidecar")
 
+    def _check_autopilot_head_pod(self) -> None:
+        """The head pod's ephemeral storage (container + gcsfuse sidecar) within Autopilot's
+        general-purpose per-pod maximum (data/autopilot-gpu-limits.yaml)."""
+        from components.autopilot_limits import general_purpose_ephemeral_storage_gib
+        from components.storage import HEAD_SIDECAR_AUTOPILOT
+
+        asked = self.kuberay.head.ephemeral_storage_gib
+        if asked is None:
+            return
+        sidecar = 0.0
+        if self.storage is not None and self.storage.kind == "gcs":
+            sidecar = quantity_bytes(HEAD_SIDECAR_AUTOPILOT.ephemeral_storage) / 2**30
+        maximum = general_purpose_ephemeral_storage_gib()
+        if asked + sidecar > maximum:
+            self.add("kuberay.head.ephemeralStorageGib", asked, f"at most {maximum - sidecar:g} on "
+                     f"Autopilot: a pod without local SSD gets at most {maximum:g} GiB of ephemeral "
+                     f"storage{' and the gcsfuse sidecar takes %g' % sidecar if sidecar else ''}; "
+                     "/tmp/ray is on its own disk-backed volume there")
+
     def _check_head(self) -> None:
         """The head's requests fit its Standard pool's machine (plus a small sidecar)."""
+        if self.cluster is not None and self.cluster.mode == "autopilot" and self.kuberay is not None:
+            self._check_autopilot_head_pod()
         if self.cluster is None or self.cluster.mode != "standard" or self.kuberay is None:
             return
         pool = self.cluster.head_pool or HeadPool()

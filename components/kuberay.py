@@ -112,9 +112,21 @@ def _fit_autopilot_pod(config: StackConfig, cpu: int, memory: int, sidecar_cpu: 
     return cpu, memory
 
 
-def ray_scratch_volumes(workers: bool) -> tuple[list[dict], list[dict]]:
-    """emptyDirs for Ray's scratch space: /tmp/ray on head and workers, /tmp on workers."""
+# Autopilot head: /tmp/ray on a generic ephemeral volume (a pd-balanced disk created and deleted
+# with the pod) instead of node ephemeral storage, which Autopilot caps at 10 GiB per pod there.
+HEAD_RAY_TMP_DISK_GIB = 100
+HEAD_RAY_TMP_STORAGE_CLASS = "standard-rwo"
+
+
+def ray_scratch_volumes(workers: bool, on_disk: bool = False) -> tuple[list[dict], list[dict]]:
+    """Ray's scratch space: /tmp/ray on head and workers, /tmp on workers; emptyDirs, or for
+    ``on_disk`` a generic ephemeral volume at /tmp/ray."""
     volumes = [{"name": "ray-tmp", "emptyDir": {}}]
+    if on_disk:
+        volumes = [{"name": "ray-tmp", "ephemeral": {"volumeClaimTemplate": {
+            "metadata": {"labels": {"app.kubernetes.io/part-of": "gke-grpo"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": HEAD_RAY_TMP_STORAGE_CLASS,
+                     "resources": {"requests": {"storage": f"{HEAD_RAY_TMP_DISK_GIB}Gi"}}}}}}]
     mounts = [{"name": "ray-tmp", "mountPath": RAY_TMP}]
     if workers:
         volumes.append({"name": "tmp", "emptyDir": {}})
@@ -474,7 +486,7 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
     # The container runtime's default seccomp filter: Autopilot applies it anyway.
     pod_security = {"seccompProfile": {"type": "RuntimeDefault"}}
     head_resources = {"cpu": str(head.cpu), "memory": f"{head.memory_gib}Gi"}
-    head_scratch, head_scratch_mounts = ray_scratch_volumes(workers=False)
+    head_scratch, head_scratch_mounts = ray_scratch_volumes(workers=False, on_disk=config.autopilot)
     worker_scratch, worker_scratch_mounts = ray_scratch_volumes(workers=True)
     head_container = {
         "name": "ray-head",
@@ -483,7 +495,7 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
                   {"containerPort": DASHBOARD_PORT, "name": "dashboard"},
                   {"containerPort": CLIENT_PORT, "name": "client"},
                   {"containerPort": METRICS_PORT, "name": "metrics"}],
-        "resources": {"requests": with_ephemeral_storage(head_resources, head.ephemeral_storage_gib),
+        "resources": {"requests": with_ephemeral_storage(head_resources, config.head_ephemeral_storage_gib),
                       "limits": head_resources},
         "env": [*common_env, *head_extra_env],
         "volumeMounts": [*storage.volume_mounts, *head_scratch_mounts, *head_extra_mounts],

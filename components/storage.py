@@ -128,7 +128,10 @@ def gcsfuse_sidecar_limits(gcs: GcsStorage, autopilot: bool) -> SidecarLimits:
 # sidecar gets a small budget, not the GPU workers' (an unset request copies the limit, so the
 # workers' 550Gi of ephemeral storage would never fit the head's node).
 HEAD_SIDECAR_STANDARD = SidecarLimits(cpu="0", memory="0", ephemeral_storage="50Gi")
-HEAD_SIDECAR_AUTOPILOT = SidecarLimits(cpu="1", memory="4Gi", ephemeral_storage="50Gi")
+# Autopilot: a pod without local SSD gets at most 10 GiB of ephemeral storage, sidecars
+# included (data/autopilot-gpu-limits.yaml); the head's claim has no file cache, so the sidecar
+# needs little (staging of the rare non-streaming write).
+HEAD_SIDECAR_AUTOPILOT = SidecarLimits(cpu="1", memory="4Gi", ephemeral_storage="4Gi")
 
 
 def gcsfuse_pod_annotations(limits: SidecarLimits) -> dict[str, str]:
@@ -391,7 +394,8 @@ class SharedStorage(pulumi.ComponentResource):
     def _head_gcs_claim(self, gcs: GcsStorage, volume_attributes: dict) -> None:
         """The head's own PV/PVC on the same bucket, without a file cache: the head reads a
         65 GB model once (data preparation), and a file cache in its small sidecar budget
-        (HEAD_SIDECAR_*: 50Gi of ephemeral storage) would fill it and get the head evicted.
+        (HEAD_SIDECAR_*: 50Gi or, on Autopilot, 4Gi of ephemeral storage) would fill it and get
+        the head evicted.
         Two PVs may name the same bucket: the head and the GPU workers never share a node."""
         config = self._config
         no_cache = gcs.model_copy(update={"file_cache_size_gib": 0})

@@ -331,6 +331,7 @@ def test_addon_dashboard_admits_no_other_pods(dev_preview):
 def test_head_sidecar_budget_fits_the_head(dev_preview):
     head = _ray_cluster(dev_preview).inputs["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"]
     worker = _ray_cluster(dev_preview).inputs["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"]
-    assert head["gke-gcsfuse/ephemeral-storage-limit"] == "50Gi"
+    # Autopilot caps a pod without local SSD at 10 GiB of ephemeral storage, sidecar included.
+    assert head["gke-gcsfuse/ephemeral-storage-limit"] == "4Gi"
     assert head["gke-gcsfuse/memory-limit"] == "4Gi" and head["gke-gcsfuse/cpu-limit"] == "1"
     assert worker["gke-gcsfuse/ephemeral-storage-limit"] == "550Gi"

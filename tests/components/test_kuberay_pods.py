@@ -49,13 +49,21 @@ def test_ray_scratch_space_is_requested_and_on_emptydirs(variant):
     head, worker = _pods(result)
     head_c, worker_c = head["containers"][0], worker["containers"][0]
     # Autopilot's default is 1 GiB of ephemeral storage per container: asked explicitly.
-    assert head_c["resources"]["requests"]["ephemeral-storage"] == "50Gi"
+    assert head_c["resources"]["requests"]["ephemeral-storage"] == ("5Gi" if config.autopilot else "50Gi")
     assert worker_c["resources"]["requests"]["ephemeral-storage"] == "1000Gi"
     assert _mounts(head_c)["/tmp/ray"] == "ray-tmp" and "/tmp" not in _mounts(head_c)
     assert _mounts(worker_c)["/tmp/ray"] == "ray-tmp" and _mounts(worker_c)["/tmp"] == "tmp"
-    for pod in (head, worker):
-        volumes = {v["name"]: v for v in pod["volumes"]}
-        assert volumes["ray-tmp"] == {"name": "ray-tmp", "emptyDir": {}}
+    assert {v["name"]: v for v in worker["volumes"]}["ray-tmp"] == {"name": "ray-tmp", "emptyDir": {}}
+    head_tmp = {v["name"]: v for v in head["volumes"]}["ray-tmp"]
+    if config.autopilot:
+        # Autopilot caps a pod without local SSD at 10 GiB: the head's /tmp/ray is a disk.
+        claim = head_tmp["ephemeral"]["volumeClaimTemplate"]["spec"]
+        assert claim["resources"]["requests"]["storage"] == "100Gi"
+        assert claim["storageClassName"] == "standard-rwo" and claim["accessModes"] == ["ReadWriteOnce"]
+        totals = _pod_requests(head, _spec(result)["headGroupSpec"]["template"]["metadata"]["annotations"])
+        assert totals["ephemeral-storage"] <= 10
+    else:
+        assert head_tmp == {"name": "ray-tmp", "emptyDir": {}}
     assert {v["name"] for v in worker["volumes"]} >= {"tmp", "ray-tmp"}
     for name, pod in (("head", head), ("worker", worker)):
         validate_strict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": pod},
@@ -173,3 +181,11 @@ def test_a_stated_worker_size_above_the_autopilot_maximum_is_refused(monkeypatch
     # 195 + 8 sidecar CPUs > 200; 1990 + 32 GiB > 2000: Autopilot would reject the pod.
     assert {p.key for p in result.problems} == {P + "kuberay.worker.cpu", P + "kuberay.worker.memoryGib"}
     assert result.resources == []
+
+
+def test_autopilot_head_ephemeral_storage_above_the_pod_maximum_is_refused():
+    result = preview_with("dev", {P + "kuberay.head.ephemeralStorageGib": 8})
+    # 8 + the head sidecar's 4 GiB > Autopilot's 10 GiB for a pod without local SSD.
+    assert {p.key for p in result.problems} == {P + "kuberay.head.ephemeralStorageGib"}
+    assert preview_with("dev", {P + "kuberay.head.ephemeralStorageGib": 6}).error is None
+    assert preview_with("prod", {P + "kuberay.head.ephemeralStorageGib": 120}).error is None
