@@ -194,8 +194,10 @@ class GkeCluster(pulumi.ComponentResource):
             self.cluster = gcp.container.Cluster(
                 f"{name}", enable_autopilot=True, **common,
                 # Autopilot's nodes run as this account (never the Compute Engine default).
-                # No datapath_provider: Autopilot always runs Dataplane V2 and Google's own
-                # Terraform module dropped the field for Autopilot.
+                # No datapath_provider: Autopilot always runs Dataplane V2, and Google's own
+                # Terraform module removed the field from its Autopilot modules
+                # (terraform-google-modules/terraform-google-kubernetes-engine ea012f5c5,
+                # 2023-02-03, "fix: remove datapath provider from Autopilot modules (#1556)").
                 cluster_autoscaling=gcp.container.ClusterClusterAutoscalingArgs(
                     auto_provisioning_defaults=gcp.container.ClusterClusterAutoscalingAutoProvisioningDefaultsArgs(
                         service_account=node_sa_email, oauth_scopes=[CLOUD_PLATFORM_SCOPE]),
