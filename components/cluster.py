@@ -45,7 +45,9 @@ MONITORING_COMPONENTS = [
 
 def ray_operator_addon(enabled: bool) -> list:
     """The Ray addon block, always sent. The provider marks ray_operator_config Optional +
-    Computed (pulumi-gcp 10.2.0 / terraform-provider-google): an omitted block keeps whatever
+    Computed (google_container_cluster schema, as copied in GoogleCloudPlatform/
+    terraform-google-conversion v7 pkg/.../container/resource_container_cluster: `Optional: true,
+    Computed: true`; pulumi-gcp 10.2.0 bridges that provider): an omitted block keeps whatever
     the server has, so switching a stack from the addon to Helm would leave the addon running
     next to the Helm operator. `enabled: false` turns it off."""
     if not enabled:
@@ -70,7 +72,9 @@ def control_plane_access(config: StackConfig) -> dict:
     return dict(
         private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
             enable_private_nodes=True, enable_private_endpoint=dns),
-        # The block's presence turns authorized networks on, even with no CIDR.
+        # The block's presence turns authorized networks on, even with no CIDR (the provider
+        # schema: "the parent with no entries and omitting the parent entirely are
+        # semantically different").
         master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
             cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
                 cidr_block=n.cidr_block, display_name=n.display_name)
