@@ -54,6 +54,7 @@ from typing import Any
 from jobs.layout import DATA_LAYOUT
 from jobs.prepare import GSM8K_TRAINING_ROWS, dataset_files
 from jobs.spec import GrpoSpec
+from jobs.timeline import TENSORBOARD_ENV, run_dir, tensorboard_dir
 
 PROJECT_NAME = "gke-grpo"
 
@@ -136,7 +137,8 @@ def epochs_for_steps(total_steps: int, prompts_per_step: int, train_rows: int = 
 
 def verl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
     files = dataset_files(spec.dataset_dir, "verl")
-    loggers = ["console"] + (["wandb"] if spec.wandb else [])
+    # console stays: it is the live fallback of `status`/`plot` (jobs/logs.py).
+    loggers = ["console", "tensorboard"] + (["wandb"] if spec.wandb else [])
     if spec.total_steps is not None:
         length = [f"trainer.total_training_steps={spec.total_steps}",
                   f"trainer.total_epochs={epochs_for_steps(spec.total_steps, spec.prompts_per_step)}"]
@@ -187,7 +189,9 @@ def verl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         f"trainer.experiment_name={spec.run_id}",
         f"trainer.logger=[{','.join(loggers)}]",
         *length,
-        "trainer.val_before_train=False",
+        # A step-0 baseline on the validation files before the first update (jobs/metrics.py).
+        "trainer.val_before_train=True",
+        verl_tensorboard_override(spec),
         f"trainer.test_freq={spec.validate_every_steps if spec.validate_every_steps > 0 else -1}",
         f"trainer.save_freq={spec.checkpoint_every_steps}",
         f"trainer.max_actor_ckpt_to_keep={spec.checkpoints_to_keep}",
@@ -195,6 +199,33 @@ def verl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         "trainer.resume_mode=auto",
         *spec.extra_overrides,
     )
+
+
+def tensorboard_env_reference(spec: GrpoSpec) -> str:
+    """``${oc.env:GKE_GRPO_TENSORBOARD_DIR,<default>}``: the trainer start's TensorBoard folder,
+    which the run driver sets per start (<run dir>/tensorboard/attempt-A-start-S); resolved by
+    OmegaConf in the trainer's own process, so the argv stays the same for every start. The
+    default (attempt 0) catches a trainer started without the driver, in the run directory
+    still: nothing of a real start is ever written over."""
+    fallback = tensorboard_dir(run_dir(spec.run_id), 0, 0)
+    return f"${{oc.env:{TENSORBOARD_ENV},{fallback}}}"
+
+
+def verl_tensorboard_override(spec: GrpoSpec) -> str:
+    """verl 0.7.1 takes the TensorBoard folder from TENSORBOARD_DIR in the environment of its
+    TaskRunner actor (verl/utils/tracking.py _TensorboardAdapter; the Tracking object is built in
+    RayPPOTrainer.fit, inside the actor). An actor does not see its driver's environment, only
+    the runtime_env that ray.init passes: verl's run_ppo (verl/trainer/main_ppo.py) merges
+    ``ray_kwargs.ray_init.runtime_env`` into its own and calls
+    ``ray.init(**OmegaConf.to_container(ray_init_kwargs))`` WITHOUT resolving, so a plain
+    ``env_vars.TENSORBOARD_DIR=${oc.env:...}`` would reach Ray as that literal text. The whole
+    runtime_env is therefore one ``oc.create`` interpolation: ``ray_init_kwargs.get(
+    "runtime_env")`` resolves it in the driver process, where the driver's env var is set. The
+    variable itself rides along, so the actor's own OmegaConf.resolve(config) (TaskRunner.run)
+    finds it too. Quoted: hydra's override grammar takes nested braces only inside quotes."""
+    ref = tensorboard_env_reference(spec)
+    return (f"+ray_kwargs.ray_init.runtime_env='${{oc.create:{{env_vars:{{TENSORBOARD_DIR:{ref},"
+            f"{TENSORBOARD_ENV}:{ref}}}}}}}'")
 
 
 def render_verl(spec: GrpoSpec) -> RenderedJob:
@@ -240,7 +271,8 @@ def nemo_rl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         f"grpo.num_generations_per_prompt={spec.generations_per_prompt}",
         *length,
         f"grpo.val_period={val_period}",
-        "grpo.val_at_start=False",
+        # A step-0 baseline on the validation files before the first update (jobs/metrics.py).
+        "grpo.val_at_start=True",
         f"loss_fn.reference_policy_kl_penalty={_num(spec.kl_loss_coef)}",
         f"loss_fn.reference_policy_kl_type={NEMO_RL_KL_TYPES.get(spec.kl_loss_type, spec.kl_loss_type)}",
         f"policy.model_name={spec.model_dir}",
@@ -275,6 +307,7 @@ def nemo_rl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         "logger.wandb_enabled=False",
         f"logger.wandb.project={PROJECT_NAME}",
         f"logger.wandb.name={spec.run_id}",
+        *nemo_rl_tensorboard_overrides(spec),
         # v0.5.0's flat data layout: ResponseDataset reads local JSONL (jobs/prepare.py writes
         # question + bare answer). train_data_path, val_data_path, input_key and output_key are
         # not in grpo_math_1B.yaml, hence `+` (struct mode). Keys of load_response_dataset in
@@ -287,6 +320,15 @@ def nemo_rl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         "+data.output_key=answer",
         *spec.extra_overrides,
     )
+
+
+def nemo_rl_tensorboard_overrides(spec: GrpoSpec) -> tuple[str, ...]:
+    """NeMo RL v0.5.0 writes TensorBoard under <logger.log_dir>/exp_NNN/tensorboard
+    (nemo_rl/utils/logger.py Logger; examples/run_grpo_math.py get_next_experiment_dir) in the
+    driver process, and resolves the config there (OmegaConf.to_container(config, resolve=True)
+    in run_grpo_math.py main, after parse_hydra_overrides): the env reference resolves to this
+    start's folder."""
+    return ("logger.tensorboard_enabled=True", f"logger.log_dir={tensorboard_env_reference(spec)}")
 
 
 def nemo_rl_entry(spec: GrpoSpec) -> tuple[str, str]:

@@ -263,12 +263,19 @@ def test_network_policy_admits_only_the_ray_cluster_and_the_operator(prod_previe
     spec = policy.inputs["spec"]
     assert spec["podSelector"] == {"matchLabels": {"ray.io/cluster": "grpo-prod"}}
     assert spec["policyTypes"] == ["Ingress"]
-    all_ports, same_namespace, operator, metrics = spec["ingress"]
+    all_ports, submitter, operator, metrics = spec["ingress"]
     assert metrics["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    # Managed Prometheus's collectors run in gke-gmp-system (issue 13, item 4).
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "gke-gmp-system"}}}]
     assert all_ports == {"from": [{"podSelector": {"matchLabels": {"ray.io/cluster": "grpo-prod"}}}]}
-    assert same_namespace["ports"] == operator["ports"] == [{"port": 8265, "protocol": "TCP"}]
+    assert submitter["ports"] == operator["ports"] == [{"port": 8265, "protocol": "TCP"}]
+    # Only the RayJob submitter (notes/INTERFACES.md "Labels"), never every pod of the namespace.
+    assert submitter["from"] == [{"podSelector": {"matchLabels": {"gke-grpo/role": "rayjob-submitter"}}}]
     assert operator["from"] == [{"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "kuberay-system"}}}]
+    for rule in spec["ingress"]:
+        assert {"podSelector": {}} not in rule["from"]
 
 
 # ---- operator --------------------------------------------------------------------------------------------
@@ -280,17 +287,16 @@ def test_helm_operator_pins_chart_image_and_brings_its_crds(prod_preview):
     assert release.inputs["repositoryOpts"] == {"repo": "https://ray-project.github.io/kuberay-helm/"}
     assert release.inputs["values"]["image"] == {"repository": "quay.io/kuberay/operator", "tag": "v1.7.0"}
     [crds] = [r for r in prod_preview.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"]
-    assert all("/v1.7.0/" in url for url in crds.inputs["files"])
+    # Vendored files, never a URL: nothing is fetched at `pulumi up` (issue 13, item 16).
+    assert crds.inputs["files"] == [f"data/kuberay-crds/v1.7.0/ray.io_{plural}.yaml" for plural in
+                                    ("rayclusters", "raycronjobs", "rayjobs", "rayservices")]
     assert crds.urn in release.dependencies
 
 
-def test_changing_the_chart_version_brings_that_versions_crds():
+def test_a_chart_version_without_vendored_crds_is_refused():
     result = preview_with("prod", {P + "kuberay.helmChartVersion": "1.7.1"})
-    [release] = [r for r in result.resources if r.type == "kubernetes:helm.sh/v3:Release"]
-    [crds] = [r for r in result.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"]
-    assert release.inputs["version"] == "1.7.1"
-    assert release.inputs["values"]["image"]["tag"] == "v1.7.1"
-    assert crds.inputs["files"] and all("/v1.7.1/" in url for url in crds.inputs["files"])
+    assert result.error is not None and result.resources == []
+    assert any(p.key == P + "kuberay.helmChartVersion" and "vendored" in p.allowed for p in result.problems)
 
 
 def test_addon_stack_installs_no_operator(dev_preview):
@@ -308,7 +314,12 @@ def test_nccl_installer_per_cluster_mode(stack, namespace, request):
     assert ("priorityClassName" in pod) is (stack == "prod")
     [init] = pod["initContainers"]
     assert init["image"].startswith("us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1")
-    assert "/scripts/container_entry.sh install --install-nccl" in init["args"][0]
+    # Google's Standard manifest dropped --install-nccl on 2026-05-06 (container-engine-
+    # accelerators 2da1c92f); the Autopilot manifest still passes it.
+    script = init["args"][0].splitlines()
+    expected = ("/scripts/container_entry.sh install --install-nccl" if stack == "dev"
+                else "/scripts/container_entry.sh install")
+    assert expected in script
     assert {v["hostPath"]["path"] for v in pod["volumes"]} == {"/home/kubernetes/bin/nvidia/lib64", "/home/kubernetes/bin/gib"}
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
         "matchExpressions"][0]["values"] == ["nvidia-h200-141gb", "nvidia-b200"]
@@ -368,7 +379,8 @@ def test_addon_dashboard_admits_no_other_pods(dev_preview):
 def test_head_sidecar_budget_fits_the_head(dev_preview):
     head = _ray_cluster(dev_preview).inputs["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"]
     worker = _ray_cluster(dev_preview).inputs["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"]
-    assert head["gke-gcsfuse/ephemeral-storage-limit"] == "50Gi"
+    # Autopilot caps a pod without local SSD at 10 GiB of ephemeral storage, sidecar included.
+    assert head["gke-gcsfuse/ephemeral-storage-limit"] == "4Gi"
     assert head["gke-gcsfuse/memory-limit"] == "4Gi" and head["gke-gcsfuse/cpu-limit"] == "1"
     assert worker["gke-gcsfuse/ephemeral-storage-limit"] == "550Gi"
 

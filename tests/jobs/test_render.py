@@ -51,11 +51,11 @@ def test_verl_dev_overrides():
     assert o["trainer.save_freq"] == "10"
     assert o["trainer.resume_mode"] == "auto"
     assert o["trainer.max_actor_ckpt_to_keep"] == "2"
-    assert o["trainer.logger"] == "[console]"
+    assert o["trainer.logger"] == "[console,tensorboard]"
     assert o["trainer.nnodes"] == "2" and o["trainer.n_gpus_per_node"] == "8"
     assert o["trainer.project_name"] == "gke-grpo" and o["trainer.experiment_name"] == run
     assert o["trainer.total_epochs"] == "2" and "trainer.total_training_steps" not in o
-    assert o["trainer.val_before_train"] == "False"
+    assert o["trainer.val_before_train"] == "True"
     assert o["trainer.test_freq"] == "10"
     assert o["data.train_batch_size"] == "256"
     assert o["actor_rollout_ref.actor.ppo_mini_batch_size"] == "256"
@@ -72,7 +72,9 @@ def test_verl_dev_overrides():
     assert o["actor_rollout_ref.model.enable_gradient_checkpointing"] == "True"
     assert o["actor_rollout_ref.rollout.gpu_memory_utilization"] == "0.6"
     assert o["actor_rollout_ref.actor.optim.lr"] == "1e-06"
-    assert not any(k.startswith(("+", "~")) for k in o)
+    # The one new key: the TensorBoard folder reaches verl's TaskRunner actor through ray.init's
+    # runtime_env (tests/jobs/test_metrics_render.py checks it resolves).
+    assert [k for k in o if k.startswith(("+", "~"))] == ["+ray_kwargs.ray_init.runtime_env"]
 
 
 def test_verl_entrypoint_is_the_quoted_command():
@@ -86,7 +88,7 @@ def test_verl_entrypoint_is_the_quoted_command():
 def test_verl_wandb_and_total_steps():
     spec = dataclasses.replace(DEV, wandb=True, total_steps=100, total_epochs=None)
     o = as_dict(render(spec).overrides)
-    assert o["trainer.logger"] == "[console,wandb]"
+    assert o["trainer.logger"] == "[console,tensorboard,wandb]"
     assert o["trainer.total_training_steps"] == "100"
     # 7217 // 256 = 28 steps per epoch: 4 epochs hold 100 steps.
     assert o["trainer.total_epochs"] == "4"

@@ -83,11 +83,11 @@ def test_rendered_overrides_compose_against_verl(spec):
     assert cfg.trainer.default_local_dir == spec.checkpoint_dir
     assert cfg.trainer.resume_mode == "auto"
     assert cfg.trainer.nnodes == spec.nodes and cfg.trainer.n_gpus_per_node == spec.gpus_per_node
-    assert cfg.trainer.val_before_train is False
+    assert cfg.trainer.val_before_train is True
     assert cfg.actor_rollout_ref.model.path == spec.model_dir
     assert cfg.data.train_batch_size == spec.prompts_per_step
     assert cfg.actor_rollout_ref.actor.optim.lr == spec.learning_rate
-    assert list(cfg.trainer.logger) == (["console", "wandb"] if spec.wandb else ["console"])
+    assert list(cfg.trainer.logger) == ["console", "tensorboard"] + (["wandb"] if spec.wandb else [])
     # Parallelism and batching keys land where verl reads them; validation is the held-out slice.
     actor = cfg.actor_rollout_ref.actor
     assert actor.ulysses_sequence_parallel_size == spec.ulysses_sequence_parallel_size
