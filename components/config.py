@@ -414,7 +414,10 @@ class JobConfig(_Area):
     attempt: int = Field(1, ge=1)
     experiment_name: str
     model: str = "Qwen/Qwen2.5-32B-Instruct"
+    # Hugging Face Hub commit shas (40 hex): optional, a warning says when absent.
+    model_revision: Optional[str] = None
     dataset: Literal["gsm8k"] = "gsm8k"
+    dataset_revision: Optional[str] = None
     generations_per_prompt: int = 8
     prompts_per_step: int = 256
     mini_batch_size: int = 256
@@ -440,6 +443,15 @@ class JobConfig(_Area):
     # can take a while to arrive).
     gpu_wait_seconds: int = Field(1800, ge=60)
     extra_overrides: tuple[str, ...] = ()
+    # Training-side parallelism (jobs/render.py maps each to the framework's key; preflight
+    # refuses one a framework does not have).
+    training_tensor_parallel_size: int = 1      # NeMo RL policy.dtensor_cfg.tensor_parallel_size
+    sequence_parallel: bool = False             # NeMo RL policy.dtensor_cfg.sequence_parallel
+    activation_checkpointing: bool = True       # NeMo RL dtensor_cfg / verl model gradient ckpt
+    ulysses_sequence_parallel_size: int = 1     # verl actor.ulysses_sequence_parallel_size
+    dynamic_batch_size: bool = False            # verl actor.use_dynamic_bsz / NeMo RL dynamic_batching
+    max_tokens_per_gpu: Optional[int] = None    # verl ppo_max_token_len_per_gpu (dynamic batch size)
+    sequence_packing: bool = True               # NeMo RL sequence_packing / verl use_remove_padding
     # What preflight does with a GPU-memory estimate above 100 % (jobs/memory_plan.py):
     # refuse (enforce) or only warn (warn). Not part of the run's identity.
     memory_check: Literal["enforce", "warn"] = "enforce"
@@ -1368,6 +1380,11 @@ class _Rules:
         if (j.total_steps is None) == (j.total_epochs is None):
             self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "
                      "job.totalEpochs")
+        for key, revision in (("job.modelRevision", j.model_revision),
+                              ("job.datasetRevision", j.dataset_revision)):
+            if revision is not None and not re.match(r"^[0-9a-f]{40}$", revision):
+                self.add(key, revision, "a Hugging Face Hub commit sha: 40 lower-case hex "
+                         "characters (the model or dataset page, 'Files and versions', History)")
 
 
 def read_pulumi_config() -> tuple[dict[str, Any], set[str]]:

@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from components.cluster import GkeCluster
 from components.config import StackConfig
 from components.gpu_capacity import GpuCapacity
+from components.head_credentials import head_secret_env, hf_token_file_volume
 from components.kuberay_crds import crd_files
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.networks import GpuNetworks
@@ -205,6 +206,8 @@ class KubeRay(pulumi.ComponentResource):
         self.token_auth, self.token_auth_message = token_auth_support(config, self.row)
         # Said on every preview/up: a reviewer sees whether the dashboard needs a token.
         (pulumi.log.info if self.token_auth else pulumi.log.warn)(self.token_auth_message, resource=self)
+        for message in self.row.deploy_warnings():   # an image not confirmed pullable
+            pulumi.log.warn(message, resource=self)
 
         # ---- the operator -------------------------------------------------------------------
         self.operator = None
@@ -482,6 +485,11 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
     if has_wandb:
         secret_env.append(_secret_env("WANDB_API_KEY", "wandb-secret", "api_key"))
     common_env = [{"name": "HF_HOME", "value": layout.hf_home}, *secret_env]
+    # Head and workers alike (components/head_credentials.py says why).
+    library_path = {"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64:{GIB_MOUNT}/lib64"}
+    token_volume, token_mount = hf_token_file_volume()
+    head_env = [{"name": "HF_HOME", "value": layout.hf_home}, library_path,
+                *head_secret_env(config.job.framework, has_wandb)]
     no_escalation = {"allowPrivilegeEscalation": False}
     # The container runtime's default seccomp filter: Autopilot applies it anyway.
     pod_security = {"seccompProfile": {"type": "RuntimeDefault"}}
@@ -497,8 +505,9 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
                   {"containerPort": METRICS_PORT, "name": "metrics"}],
         "resources": {"requests": with_ephemeral_storage(head_resources, config.head_ephemeral_storage_gib),
                       "limits": head_resources},
-        "env": [*common_env, *head_extra_env],
-        "volumeMounts": [*storage.volume_mounts, *head_scratch_mounts, *head_extra_mounts],
+        "env": [*head_env, *head_extra_env],
+        "volumeMounts": [*storage.volume_mounts, *head_scratch_mounts, token_mount,
+                         *head_extra_mounts],
         # The head serves Ray's control plane and runs the job driver: no Linux capability needed.
         "securityContext": {**no_escalation, "capabilities": {"drop": ["ALL"]}},
     }
@@ -507,11 +516,11 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
         "serviceAccountName": storage.service_account_name,
         "nodeSelector": dict(cluster.head_node_selector),
         "containers": [head_container],
-        "volumes": [*storage.head_volumes, *head_scratch, *head_extra_volumes],
+        "volumes": [*storage.head_volumes, *head_scratch, token_volume, *head_extra_volumes],
     }
     gpu_env = [
         *common_env,
-        {"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64:{GIB_MOUNT}/lib64"},
+        library_path,
         # After set_nccl_env.sh too (see args): the tuner file of this GPU, never the B200
         # file on H200 (tutorial defect 3).
         {"name": "NCCL_TUNER_CONFIG_PATH", "value": shape.nccl_tuner_file},

@@ -361,10 +361,17 @@ def _plan_verl(spec, shape, gpu, sequence, values) -> MemoryPlan:
                         spec.log_prob_micro_batch_size_per_gpu),
                    _int(values, a + "ref.log_prob_micro_batch_size_per_gpu",
                         spec.log_prob_micro_batch_size_per_gpu))
-    step = actor_step_terms(shape, shards=n, tokens=micro * sequence,
+    train_tokens, lp_tokens = micro * sequence, lp_micro * sequence
+    if _bool(values, a + "actor.use_dynamic_bsz", False):
+        # A dynamic micro batch holds up to the token budget per GPU, times the Ulysses size
+        # (verl/workers/actor/dp_actor.py, 0.7.1: ppo_max_token_len_per_gpu *
+        # ulysses_sequence_parallel_size); the log-prob passes follow the actor's budget.
+        budget = _int(values, a + "actor.ppo_max_token_len_per_gpu", 16384) * sp
+        train_tokens = lp_tokens = max(budget, sequence)
+    step = actor_step_terms(shape, shards=n, tokens=train_tokens,
                             checkpointing=checkpointing, sequence_parallel=sp,
                             offload_params=offload_params, offload_optimizer=offload_optim)
-    lp = logprob_terms(shape, shards=n, tokens=lp_micro * sequence, sequence_parallel=sp)
+    lp = logprob_terms(shape, shards=n, tokens=lp_tokens, sequence_parallel=sp)
     tp = max(_int(values, a + "rollout.tensor_model_parallel_size",
                   spec.rollout_tensor_parallel_size), 1)
     utilization = _float(values, a + "rollout.gpu_memory_utilization",

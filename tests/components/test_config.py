@@ -142,6 +142,12 @@ INVALID = [
     ("bad-maintenance-time", "prod", {P + "cluster.maintenanceWindow.startTime": "saturday 2am"},
      {P + "cluster.maintenanceWindow.startTime"}),
     ("steps-and-epochs", "dev", {P + "job.totalSteps": 100}, {P + "job.totalSteps"}),
+    ("revisions-not-shas", "dev", {P + "job.modelRevision": "main",
+     P + "job.datasetRevision": "740312ADD88F781978C0658806C59BC2815B9866"},
+     {P + "job.modelRevision", P + "job.datasetRevision"}),
+    # Preflight runs before any resource too: a TP that does not split the heads stops the run.
+    ("rollout-tp-not-splitting-heads", "dev", {P + "job.rolloutTensorParallelSize": 8},
+     {P + "job.rolloutTensorParallelSize"}),
     ("several-at-once", "prod", {
         P + "gpu.provisioningModel": "on-demand", P + "gpu.reservation": DELETE,
         P + "cluster.zone": "us-east5-a", P + "network.gvnicSubnetCidr": "10.0.0.0/24",

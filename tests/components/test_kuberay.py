@@ -12,6 +12,7 @@ from components.config import MACHINE_SHAPES, load_stack_config
 from components.kuberay import interfaces_annotation
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.versions import load_versions
+from jobs.prepare import HF_TOKEN_FILE
 from tests.conftest import preview_with, stack_config
 from tests.crd_schemas import validate_custom_resource
 from tests.kubernetes_objects import manifest_from_registration, validate_strict
@@ -189,12 +190,39 @@ def test_tokens_reach_pods_only_through_secret_refs(stack_preview):
     assert secrets[0].inputs["stringData"] == "[secret]"
     assert set(secrets[0].raw_inputs["stringData"]) == {"hf_api_token"}
     spec = _ray_cluster(stack_preview).inputs["spec"]
-    for template in [spec["headGroupSpec"]["template"], spec["workerGroupSpecs"][0]["template"]]:
-        env = {e["name"]: e for e in template["spec"]["containers"][0]["env"]}
-        assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {
-            "secretKeyRef": {"name": "hf-secret", "key": "hf_api_token"}}}
-        assert env["HF_HOME"]["value"] == "/data/huggingface_cache"
+    worker = spec["workerGroupSpecs"][0]["template"]["spec"]
+    env = {e["name"]: e for e in worker["containers"][0]["env"]}
+    assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {
+        "secretKeyRef": {"name": "hf-secret", "key": "hf_api_token"}}}
+    assert env["HF_HOME"]["value"] == "/data/huggingface_cache"
+    # The head: no credential in its environment (NeMo RL copies the driver's environment into
+    # the job's runtime env); the token is a read-only file from the same Secret, where
+    # jobs.prepare reads it.
+    head = spec["headGroupSpec"]["template"]["spec"]
+    head_env = {e["name"]: e for e in head["containers"][0]["env"]}
+    assert "HF_TOKEN" not in head_env and "WANDB_API_KEY" not in head_env
+    assert not any("secretKeyRef" in str(e) for e in head_env.values())
+    assert head_env["HF_HOME"]["value"] == "/data/huggingface_cache"
+    volumes = {v["name"]: v for v in head["volumes"]}
+    assert volumes["hf-token"] == {"name": "hf-token", "secret": {
+        "secretName": "hf-secret", "items": [{"key": "hf_api_token", "path": "hf_api_token"}]}}
+    mounts = {m["name"]: m for m in head["containers"][0]["volumeMounts"]}
+    assert mounts["hf-token"] == {"name": "hf-token", "mountPath": "/var/run/secrets/gke-grpo/hf",
+                                  "readOnly": True}
+    assert f"{mounts['hf-token']['mountPath']}/hf_api_token" == HF_TOKEN_FILE
     assert SECRET_PLACEHOLDER not in render_json(stack_preview)
+
+
+def test_head_has_the_workers_library_path(stack_preview):
+    """Under NeMo RL the head's environment replaces the workers' on every actor: a head
+    LD_LIBRARY_PATH without /usr/local/gib/lib64 would hide the gIB NCCL plugin."""
+    spec = _ray_cluster(stack_preview).inputs["spec"]
+    head = {e["name"]: e.get("value") for e in
+            spec["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
+    worker = {e["name"]: e.get("value") for e in
+              spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert head["LD_LIBRARY_PATH"] == worker["LD_LIBRARY_PATH"] == \
+        "/usr/local/nvidia/lib64:/usr/local/gib/lib64"
 
 
 def test_wandb_key_adds_its_own_secret():
@@ -204,8 +232,27 @@ def test_wandb_key_adds_its_own_secret():
     assert result.error is None, result.error
     names = {r.inputs["metadata"]["name"] for r in result.resources if r.type == "kubernetes:core/v1:Secret"}
     assert names == {"hf-secret", "wandb-secret"}
-    env = {e["name"]: e for e in _ray_cluster(result).inputs["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    spec = _ray_cluster(result).inputs["spec"]
+    env = {e["name"]: e for e in spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
     assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "wandb-secret", "key": "api_key"}
+    # verl logs to W&B from its TaskRunner on the head: the head keeps the key there (verl does
+    # not copy the driver's environment into the runtime env).
+    head = {e["name"]: e for e in spec["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
+    assert head["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "wandb-secret", "key": "api_key"}
+    assert "HF_TOKEN" not in head
+    assert SECRET_PLACEHOLDER not in render_json(result)
+
+
+def test_nemo_rl_head_never_holds_the_wandb_key():
+    raw, secrets = stack_config("prod", {P + "wandbApiKey": "offline-preview-placeholder"})
+    from tools.preview import run_with_config
+    result = run_with_config("prod", raw, secrets | {P + "wandbApiKey"})
+    assert result.error is None, result.error
+    spec = _ray_cluster(result).inputs["spec"]
+    head = {e["name"] for e in spec["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
+    assert not head & {"HF_TOKEN", "WANDB_API_KEY"}
+    worker = {e["name"] for e in spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert {"HF_TOKEN", "WANDB_API_KEY"} <= worker
     assert SECRET_PLACEHOLDER not in render_json(result)
 
 
@@ -303,7 +350,8 @@ def test_ray_version_comes_from_the_versions_table(stack_preview):
 
 
 def test_token_auth_on_when_operator_and_ray_support_it():
-    result = preview_with("prod", {P + "job.framework": "verl", P + "job.miniBatchSize": 32})
+    result = preview_with("prod", {P + "job.framework": "verl", P + "job.miniBatchSize": 32,
+                                   P + "job.trainingTensorParallelSize": 1})
     assert result.error is None, result.error
     assert _ray_cluster(result).inputs["spec"]["authOptions"] == {"mode": "token"}
     assert "is on" in result.outputs["rayTokenAuthentication"]
@@ -335,3 +383,23 @@ def test_head_sidecar_budget_fits_the_head(dev_preview):
     assert head["gke-gcsfuse/ephemeral-storage-limit"] == "4Gi"
     assert head["gke-gcsfuse/memory-limit"] == "4Gi" and head["gke-gcsfuse/cpu-limit"] == "1"
     assert worker["gke-gcsfuse/ephemeral-storage-limit"] == "550Gi"
+
+
+def test_unconfirmed_verl_image_is_a_preview_warning(caplog):
+    """data/versions.yaml cannot confirm the verl image is on Docker Hub: every preview of a verl
+    stack says what to check before the first deploy (and the same text, run after run)."""
+    import logging
+
+    messages = []
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="gke-grpo.preview"):
+            assert preview_with("dev").error is None
+        messages.append([r.getMessage() for r in caplog.records if "verlai/verl" in r.getMessage()])
+    assert messages[0] == messages[1] and len(messages[0]) == 1
+    [warning] = messages[0]
+    assert "verlai/verl:vllm017.dev2 is not confirmed to be on Docker Hub" in warning
+    assert "docker manifest inspect docker.io/verlai/verl:vllm017.dev2" in warning
+    assert warning == load_versions().for_framework("verl").deploy_warnings()[0]
+    # The NeMo RL image is confirmed (NVIDIA's release page names it): no such warning.
+    assert load_versions().for_framework("nemo-rl").deploy_warnings() == []

@@ -20,9 +20,10 @@ CALIBRATION = json.loads((ROOT / "data" / "memory-calibration-h200.json").read_t
 # Measured after the constants were fitted, its predictions committed first (docs/memory-planner.md).
 HOLDOUT = json.loads((ROOT / "data" / "memory-calibration-h200-holdout.json").read_text())
 PHASES = ("forward_backward", "optimizer_step", "logprob_forward")
-# NeMo RL's own 32B GRPO recipe settings (issue 12): TP 8, activation checkpointing, micro 1.
-RECIPE_32B = ("policy.dtensor_cfg.tensor_parallel_size=8",
-              "policy.dtensor_cfg.activation_checkpointing=True")
+# The prod stack is on NeMo RL's own 32B GRPO recipe settings (TP 8, activation checkpointing,
+# micro batch 1: Pulumi.prod.yaml). grpo_math_1B.yaml's defaults, which prod had before:
+NEMO_RL_DEFAULTS = dict(training_tensor_parallel_size=1, activation_checkpointing=False,
+                        dynamic_batch_size=False, sequence_packing=True)
 
 
 def _rows():
@@ -101,7 +102,7 @@ def _h200(spec, **changes):
 
 def test_32b_tp1_without_checkpointing_micro_8x2048_is_refused_with_the_breakdown():
     spec = _h200(PROD, micro_batch_size_per_gpu=8, max_prompt_length=512,
-                 max_response_length=1536, extra_overrides=(), memory_check="enforce")
+                 max_response_length=1536, memory_check="enforce", **NEMO_RL_DEFAULTS)
     errors = [f for f in check(spec) if f.level == "error"]
     assert [f.key for f in errors] == ["gke-grpo:job.microBatchSizePerGpu"]
     message = errors[0].message
@@ -112,7 +113,7 @@ def test_32b_tp1_without_checkpointing_micro_8x2048_is_refused_with_the_breakdow
 
 
 def test_memory_check_warn_turns_the_refusal_into_a_warning():
-    spec = _h200(PROD, micro_batch_size_per_gpu=8, extra_overrides=(), memory_check="warn")
+    spec = _h200(PROD, micro_batch_size_per_gpu=8, memory_check="warn", **NEMO_RL_DEFAULTS)
     findings = check(spec)
     assert [f.level for f in findings if f.key == "gke-grpo:job.microBatchSizePerGpu"] == ["warning"]
     assert not [f for f in findings if f.level == "error"]
@@ -133,30 +134,28 @@ def test_dev_stack_fits_and_preflight_prints_the_breakdown(capsys):
 
 
 def test_prod_with_nemo_rl_32b_recipe_settings_fits():
-    spec = dataclasses.replace(PROD, micro_batch_size_per_gpu=1, extra_overrides=RECIPE_32B,
-                               memory_check="enforce")
+    spec = dataclasses.replace(PROD, memory_check="enforce")
+    assert (spec.training_tensor_parallel_size, spec.activation_checkpointing,
+            spec.micro_batch_size_per_gpu) == (8, True, 1)
     assert check(spec) == []
     plan = plan_for_spec(spec)
     assert plan.fraction < memory_plan.WARN_FRACTION
     print(memory_plan.format_plan(plan))
 
 
-def test_prod_as_committed_here_does_not_fit():
-    """On this branch prod still has NeMo RL's defaults (TP 1, no activation checkpointing,
-    micro batch 4 x 2048 tokens): ~159 GiB of activations per B200, refused unless
-    memoryCheck: warn, which Pulumi.prod.yaml sets until issue 12 switches prod to the recipe
-    above; then this test becomes check(PROD) == [] with the default memoryCheck."""
-    assert PROD.memory_check == "warn"
-    assert [(f.level, f.key) for f in check(PROD)] == [
-        ("warning", "gke-grpo:job.microBatchSizePerGpu")]
-    enforced = dataclasses.replace(PROD, memory_check="enforce")
-    assert [(f.level, f.key) for f in check(enforced)] == [
+def test_prod_as_committed_fits_and_nemo_rl_defaults_do_not():
+    """Prod runs on the recipe's settings with the memory check enforced; grpo_math_1B.yaml's
+    defaults (TP 1, no activation checkpointing, micro batch 4 x 2048 tokens) would be refused."""
+    assert PROD.memory_check == "enforce"
+    assert check(PROD) == []
+    defaults = dataclasses.replace(PROD, micro_batch_size_per_gpu=4, **NEMO_RL_DEFAULTS)
+    assert [(f.level, f.key) for f in check(defaults)] == [
         ("error", "gke-grpo:job.microBatchSizePerGpu")]
 
 
 def test_vllm_pool_smaller_than_its_weights_is_refused():
     spec = _h200(PROD, rollout_tensor_parallel_size=1, rollout_gpu_memory_utilization=0.3,
-                 micro_batch_size_per_gpu=1, extra_overrides=RECIPE_32B)
+                 micro_batch_size_per_gpu=1)
     findings = [f for f in check(spec) if f.key == "gke-grpo:job.rolloutGpuMemoryUtilization"]
     assert [f.level for f in findings] == ["error"]
     assert "vLLM refuses to start" in findings[0].message
@@ -164,8 +163,7 @@ def test_vllm_pool_smaller_than_its_weights_is_refused():
 
 def test_batch_larger_than_the_kv_cache_warns():
     spec = _h200(PROD, rollout_tensor_parallel_size=1, rollout_gpu_memory_utilization=0.5,
-                 prompts_per_step=512, mini_batch_size=512, micro_batch_size_per_gpu=1,
-                 extra_overrides=RECIPE_32B)
+                 prompts_per_step=512, mini_batch_size=512, micro_batch_size_per_gpu=1)
     plan = plan_for_spec(spec)
     assert plan.kv.one_sequence_fits and not plan.kv.batch_fits
     warnings = [f for f in memory_findings(spec) if f.key == "gke-grpo:job.rolloutGpuMemoryUtilization"]
@@ -175,20 +173,30 @@ def test_batch_larger_than_the_kv_cache_warns():
 def test_kv_cache_arithmetic_32b():
     # 64 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 256 KiB a token (grpo-frameworks.md),
     # split over TP 8 (one KV head a GPU).
-    kv = plan_for_spec(dataclasses.replace(PROD, micro_batch_size_per_gpu=1,
-                                           extra_overrides=RECIPE_32B)).kv
+    kv = plan_for_spec(dataclasses.replace(PROD, rollout_tensor_parallel_size=8)).kv
     assert kv.kv_bytes_per_token == 256 * 1024 / 8
     assert kv.weights_bytes == 2 * shape_for(PROD.model).parameters / 8
 
 
 def test_warns_above_85_percent():
-    spec = _h200(DEV, log_prob_micro_batch_size_per_gpu=56)
+    spec = _h200(DEV, log_prob_micro_batch_size_per_gpu=56, dynamic_batch_size=False,
+                 max_tokens_per_gpu=None)
     plan = plan_for_spec(spec)
     assert memory_plan.WARN_FRACTION < plan.fraction <= 1
     findings = memory_findings(spec)
     assert [f.level for f in findings] == ["warning"]
     assert findings[0].key == "gke-grpo:job.logProbMicroBatchSizePerGpu"
     assert "tight:" in findings[0].message and "GPU memory plan" in findings[0].message
+
+
+def test_verl_dynamic_batch_size_is_planned_at_its_token_budget():
+    """With use_dynamic_bsz a micro batch holds up to ppo_max_token_len_per_gpu tokens (verl
+    dp_actor.py), whatever the per-GPU micro batch says."""
+    fixed = plan_for_spec(dataclasses.replace(DEV, dynamic_batch_size=False, max_tokens_per_gpu=None))
+    text = memory_plan.format_plan(plan_for_spec(DEV))
+    assert DEV.dynamic_batch_size and DEV.max_tokens_per_gpu == 24000
+    assert "logits + log-softmax, 24,000 tokens" in text
+    assert "logits + log-softmax, 12,288 tokens" in memory_plan.format_plan(fixed)   # 8 x 1,536
 
 
 def test_unknown_model_is_not_checked_but_says_so():

@@ -113,16 +113,11 @@ def test_verl_without_the_driver_writes_into_the_run_directory(monkeypatch):
 
 
 def _apply_like_nemo_rl(overrides):
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
+    """The overrides composed on v0.5.0's real grpo_math_1B.yaml in struct mode, as
+    run_grpo_math.py does (tests/jobs/test_nemo_rl_keys.py)."""
+    from tests.jobs.test_nemo_rl_keys import compose
 
-    from tests.jobs.test_render import _nemo_rl_v050_config
-
-    cfg = _nemo_rl_v050_config()
-    parsed = OverridesParser.create().parse_overrides(overrides=list(overrides))
-    ConfigLoaderImpl._apply_overrides_to_config(overrides=parsed, cfg=cfg)
-    return OmegaConf.to_container(cfg, resolve=True)
+    return compose(overrides)
 
 
 @pytest.mark.parametrize("env", [START_DIR, None], ids=["driver", "no-driver"])
