@@ -34,7 +34,7 @@ JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 # Standard-library (plus ray/pyarrow/huggingface_hub, present in the framework images) modules
 # the entrypoint runs on the Ray head before training starts.
 HEAD_MODULES = ("__init__.py", "layout.py", "spec.py", "wait_for_gpus.py", "prepare.py",
-                "plan.py", "run.py")
+                "plan.py", "run.py", "timeline.py", "checkpoints.py")
 HEAD_CODE_ROOT = "/opt/gke-grpo"
 HEAD_CODE_CONFIGMAP = "grpo-jobs-code"
 # The RayJob submitter's pod: labelled for the NetworkPolicy (dashboard port 8265 admitted from
@@ -96,7 +96,9 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
     job = config.job
     return build_plan(spec, render(spec), deadline_seconds=job.active_deadline_seconds,
                       gpu_wait_seconds=job.gpu_wait_seconds,
-                      max_restarts=job.max_restarts).to_json()
+                      max_restarts=job.max_restarts,
+                      # verl forgets its older checkpoints on every restart (jobs/checkpoints.py)
+                      prune_checkpoints_keep=spec.checkpoints_to_keep).to_json()
 
 
 def submitter_pod_template(ray_version: str, node_selector: dict[str, str]) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 MOUNT_PATH = "/data"
 MODELS_DIR = "models"
@@ -21,6 +22,7 @@ CHECKPOINTS_DIR = "checkpoints"
 RUNS_DIR = "runs"
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
@@ -40,12 +42,13 @@ class DataLayout:
     checkpoints: str = f"{MOUNT_PATH}/{CHECKPOINTS_DIR}"
     runs: str = f"{MOUNT_PATH}/{RUNS_DIR}"
 
-    def model_dir(self, model_id: str) -> str:
-        """``Qwen/Qwen2.5-32B-Instruct`` -> ``/data/models/Qwen/Qwen2.5-32B-Instruct``."""
-        return _join_checked(self.models, model_id, "model id")
+    def model_dir(self, model_id: str, revision: Optional[str] = None) -> str:
+        """``Qwen/Qwen2.5-32B-Instruct`` -> ``/data/models/Qwen/Qwen2.5-32B-Instruct``; pinned to
+        a Hub commit: ``.../Qwen2.5-32B-Instruct--<sha>``."""
+        return revision_dir(_join_checked(self.models, model_id, "model id"), revision)
 
-    def dataset_dir(self, dataset: str) -> str:
-        return _join_checked(self.datasets, dataset, "dataset name")
+    def dataset_dir(self, dataset: str, revision: Optional[str] = None) -> str:
+        return revision_dir(_join_checked(self.datasets, dataset, "dataset name"), revision)
 
     def run_checkpoint_dir(self, run: str) -> str:
         return _join_checked(self.checkpoints, run, "run name")
@@ -53,6 +56,16 @@ class DataLayout:
     def run_dir(self, run: str) -> str:
         """``runs/<run>``: the run driver's records (jobs/run.py), one directory per run."""
         return _join_checked(self.runs, run, "run name")
+
+
+def revision_dir(directory: str, revision: Optional[str]) -> str:
+    """A directory of one Hub revision: ``<dir>--<sha>`` (Hub repo names cannot contain "--",
+    so this never names another repo); unpinned, the directory itself."""
+    if revision is None:
+        return directory
+    if not _COMMIT_SHA.match(revision):
+        raise ValueError(f"revision {revision!r}: expected a 40-character lower-case commit sha")
+    return f"{directory}--{revision}"
 
 
 def _join_checked(base: str, relative: str, what: str) -> str:

@@ -163,8 +163,10 @@ def build_plan(spec, rendered, *, deadline_seconds: Optional[float], gpu_wait_se
 
     if not rendered.argv:
         raise ValueError("the rendered job has no argv")
+    revisions = ((("--model-revision", spec.model_revision) if spec.model_revision else ())
+                 + (("--dataset-revision", spec.dataset_revision) if spec.dataset_revision else ()))
     prepare = Command(argv=(PYTHON, "-m", "jobs.prepare", "--framework", spec.framework,
-                            "--model", spec.model, "--dataset", spec.dataset))
+                            "--model", spec.model, "--dataset", spec.dataset, *revisions))
     return RunPlan(
         run_id=spec.run_id, attempt=spec.attempt, framework=spec.framework,
         run_dir=run_dir or DATA_LAYOUT.run_dir(spec.run_id),

@@ -66,12 +66,11 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Sequence, TextIO
 
 from jobs.plan import PLAN_PATH, Command, PlanError, RunPlan, load_plan
+# The run directory's names, shared with what reads them (status, report: jobs/timeline.py).
+from jobs.timeline import EVENTS_FILE, RESTARTS_FILE, TENSORBOARD_ENV, tensorboard_dir
 
 PREFIX = "[jobs.run]"
 RESTART_MARKER = f"{PREFIX} RESTART "
-EVENTS_FILE = "events.jsonl"
-RESTARTS_FILE = "restarts.jsonl"
-TENSORBOARD_ENV = "GKE_GRPO_TENSORBOARD_DIR"
 # Ray 2.54 gives a job's entrypoint its JobConfig, with the submission id in the metadata
 # (ray/dashboard/modules/job/job_supervisor.py `_get_driver_env_vars`: RAY_JOB_CONFIG_JSON_ENV_VAR
 # = {"runtime_env", "metadata": {"job_submission_id": ..., ...}}).
@@ -297,7 +296,7 @@ class DefaultHooks:
         return fabric_gate(plan_health, nodes, gpus_per_node, run_dir)
 
     def prune_checkpoints(self, checkpoint_dir, keep):
-        from jobs.checkpoints import prune_verl_checkpoints   # issue 12
+        from jobs.checkpoints import prune_verl_checkpoints
         return prune_verl_checkpoints(checkpoint_dir, keep)
 
 
@@ -516,8 +515,8 @@ class Driver:
         return None
 
     def _trainer_env(self) -> dict[str, str]:
-        tensorboard = self.run_dir / "tensorboard" / f"attempt-{self.attempt}-start-{self.start}"
-        return {**os.environ, **self.plan.trainer.env, TENSORBOARD_ENV: str(tensorboard)}
+        tensorboard = tensorboard_dir(self.run_dir, self.attempt, self.start)
+        return {**os.environ, **self.plan.trainer.env, TENSORBOARD_ENV: tensorboard}
 
     def _run_trainer(self) -> Optional[TrainerRun]:
         trainer = self.plan.trainer

@@ -66,9 +66,12 @@ def test_plan_prepares_waits_for_gpus_then_trains(stack_preview):
     assert plan.prepare.argv[:3] == ("python3", "-m", "jobs.prepare")
     assert (plan.gpus, plan.gpu_wait_seconds, plan.deadline_seconds, plan.max_restarts) == (gpus, 1800, 604800, 20)
     if stack_preview.stack == "dev":
+        # verl forgets its older checkpoints on restart: the driver prunes before each start
+        assert plan.prune_checkpoints_keep == 2 and plan.health is None
         assert plan.trainer.argv[:3] == ("python3", "-m", "verl.trainer.main_ppo")
         assert "algorithm.adv_estimator=grpo" in plan.trainer.argv and plan.trainer.cwd is None
     else:
+        assert plan.prune_checkpoints_keep is None      # NeMo RL prunes from disk itself
         assert plan.trainer.argv[:4] == ("uv", "run", "python", "examples/run_grpo_math.py")
         assert plan.trainer.cwd == "/opt/nemo-rl"
 
@@ -211,3 +214,26 @@ def test_the_driver_runs_from_the_configmap_alone(dev_preview, tmp_path):
                           cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [dev_preview.outputs["runId"], "[]"]
+
+
+def test_prod_rayjob_starts_nemo_rl_as_its_32b_recipe(prod_preview):
+    """What the prod preview submits: NeMo RL's 32B recipe parallelism, newest-K retention,
+    the held-out validation slice, pinned revisions, and a runtime env that survives init_ray."""
+    import shlex
+
+    spec = _rayjob(prod_preview).inputs["spec"]
+    plan = _plan(prod_preview)
+    argv, prepare = plan.trainer.argv, shlex.join(plan.prepare.argv)
+    for override in ("policy.dtensor_cfg.tensor_parallel_size=8",
+                     "policy.dtensor_cfg.activation_checkpointing=True",
+                     "policy.train_micro_batch_size=1", "policy.dynamic_batching.enabled=True",
+                     "policy.sequence_packing.enabled=False",
+                     "policy.generation.vllm_cfg.tensor_parallel_size=4",
+                     "checkpointing.metric_name=null", "policy.generation.max_new_tokens=1536",
+                     "data.max_input_seq_length=512"):
+        assert override in argv, override
+    assert any(a.startswith("+data.val_data_path=") and a.endswith("/validation.jsonl") for a in argv)
+    assert "--model-revision 5ede1c97bbab6ce5cda5812749b4c0bdf79b18dd" in prepare
+    assert "--dataset-revision 740312add88f781978c0658806c59bc2815b9866" in prepare
+    runtime_env = yaml.safe_load(spec["runtimeEnvYAML"])
+    assert runtime_env["env_vars"]["RAY_OVERRIDE_JOB_RUNTIME_ENV"] == "1"

@@ -412,7 +412,12 @@ def test_prepare_step_matches_jobs_prepare_flags(capsys):
     plan = plan_from_dict(json.loads(run_plan(spec_from_config(config), config)))
     assert prepare.main(["--help"]) == 0
     usage = capsys.readouterr().out
-    assert plan.prepare.argv[:3] == ("python3", "-m", "jobs.prepare")
+    spec = spec_from_config(config)
+    assert plan.prepare.argv == ("python3", "-m", "jobs.prepare", "--framework", "verl",
+                                 "--model", "Qwen/Qwen2.5-7B-Instruct", "--dataset", "gsm8k",
+                                 "--model-revision", spec.model_revision,
+                                 "--dataset-revision", spec.dataset_revision)
+    assert spec.model_revision and spec.dataset_revision   # the dev stack pins both
     for flag in (a for a in plan.prepare.argv if a.startswith("--")):
         assert flag in usage, flag
 

@@ -365,3 +365,19 @@ def test_a_failing_trainer_deletes_no_checkpoint(tmp_path):
     assert code == DriverExit.BEFORE_FIRST_STEP
     _one_clean_line(output, "BEFORE_FIRST_STEP")
     _still_there(plan, before)
+
+
+def test_verl_checkpoints_are_pruned_before_the_start_by_jobs_checkpoints(tmp_path):
+    class PruneForReal(FakeHooks):
+        prune_checkpoints = driver_mod.DefaultHooks.prune_checkpoints
+
+    plan = make_plan(tmp_path, "ok", prune_checkpoints_keep=1)
+    root = Path(plan.checkpoint_dir)
+    for n in (1, 2, 3):      # earlier starts' leftovers that verl's own rotation forgot
+        (root / f"global_step_{n}" / "actor").mkdir(parents=True)
+    (root / "latest_checkpointed_iteration.txt").write_text("3")
+    code, out, events, _ = drive(plan, PruneForReal())
+    assert code == DriverExit.OK, out
+    [prune] = [e for e in events if e["event"] == "checkpoint_prune"]
+    assert prune["removed"] == [str(root / "global_step_1"), str(root / "global_step_2")]
+    assert "resumed from step 3" in out and (root / "global_step_3").is_dir()
