@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.config import NOT_SHOWN, ConfigError, Problem, StackConfig
-from components.kuberay import KubeRay
+from components.kuberay import SUBMITTER_LABELS, KubeRay
 from jobs.spec import GrpoSpec
 
 JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
@@ -39,7 +39,7 @@ HEAD_CODE_ROOT = "/opt/gke-grpo"
 HEAD_CODE_CONFIGMAP = "grpo-jobs-code"
 # The RayJob submitter's pod: labelled for the NetworkPolicy (dashboard port 8265 admitted from
 # pods with this label, INTERFACES.md), small, on the head's non-Spot CPU nodes.
-SUBMITTER_ROLE_LABEL = {"gke-grpo/role": "rayjob-submitter"}
+SUBMITTER_ROLE_LABEL = SUBMITTER_LABELS
 # KubeRay v1.7.0's default submitter container (ray-operator/controllers/ray/common/job.go
 # GetDefaultSubmitterContainer: requests 500m / 200Mi, limits 1 / 1Gi), as one Guaranteed size
 # (Autopilot sets requests = limits anyway).

@@ -1,6 +1,6 @@
 """The jobs CLI: submit, attach, tail, stop and report GRPO runs on the stack's Ray cluster.
 
-    python -m jobs submit    --stack dev [--rerun] [--attempt N] [--no-follow] [--wait-timeout S]
+    python -m jobs submit    --stack dev [--rerun] [--attempt N] [--no-follow]
     python -m jobs attach    --stack dev
     python -m jobs logs      --stack dev [--follow] [--attempt N]
     python -m jobs status    --stack dev

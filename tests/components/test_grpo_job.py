@@ -108,6 +108,11 @@ def test_submitter_pod_is_small_hardened_labelled_and_on_the_head_nodes(stack_pr
     [cluster] = _by_kind(stack_preview, "RayCluster")
     head = cluster.inputs["spec"]["headGroupSpec"]["template"]["spec"]
     assert template["metadata"]["labels"]["gke-grpo/role"] == "rayjob-submitter"
+    # the Ray pods' NetworkPolicy admits the dashboard port from exactly these labels
+    policies = [r for r in stack_preview.resources if r.type == "kubernetes:networking.k8s.io/v1:NetworkPolicy"]
+    selectors = [peer["podSelector"]["matchLabels"] for p in policies for rule in p.inputs["spec"].get("ingress", [])
+                 for peer in rule.get("from", []) if "gke-grpo/role" in peer.get("podSelector", {}).get("matchLabels", {})]
+    assert selectors and all(sel.items() <= template["metadata"]["labels"].items() for sel in selectors)
     pod = template["spec"]
     assert pod.get("nodeSelector", {}) == head.get("nodeSelector", {})
     if stack_preview.stack == "prod":       # Standard: the head's own non-Spot CPU pool
