@@ -83,6 +83,7 @@ class PublishedFigure:
     size_bytes: int
     busbw_gbps: float
     source: str
+    read: str = ""            # when the source was read
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ def load_health_gates(path: Optional[Path] = None) -> HealthGates:
 
     doc = yaml.safe_load(Path(path or HEALTH_GATES_FILE).read_text())
     fabric, storage = doc["fabric"], doc["storage"]
-    published = {machine: tuple(PublishedFigure(**figure) for figure in figures)
+    published = {machine: tuple(PublishedFigure(**dict(figure, source=" ".join(figure["source"].split())))
+                                for figure in figures)
                  for machine, figures in fabric["published"].items()}
     for figures in published.values():
         for figure in figures:
