@@ -266,30 +266,38 @@ def _free_port() -> int:
 
 
 _NCCL_NET = re.compile(r"NET/(?P<net>[A-Za-z0-9_]+)\s*:\s*Using\s+(?P<devices>.*?)(?:\s*;|$)")
+_NCCL_USED = re.compile(r"NCCL INFO Using network (?P<net>\S+)")
 _NCCL_DEVICE = re.compile(r"\[\d+\](?P<device>[^\s\[\];]+)")
 _NCCL_WARN = re.compile(r"NCCL WARN (?P<text>.*NET/.*)$")
+# NCCL's socket transport: plain TCP over the pod network, never the RDMA fabric.
+TCP_NETWORK = "Socket"
 
 
 def nccl_nics(log_text: str) -> dict[str, Any]:
-    """What NCCL's INFO log says about the network: the net plugin and the NICs it uses
-    ("NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>", NCCL's own format,
-    e.g. NVIDIA/nccl issue 392, siderolabs/docs issue 566), and its NET warnings. The gIB
-    plugin's line is assumed to follow NCCL's IB format (unconfirmed: no published gIB log)."""
-    nets: list[str] = []
-    nics: list[str] = []
+    """What NCCL's INFO log says about the network: the network it used ("Using network IB",
+    "Using network Socket"), the NICs of that network ("NET/IB : Using [0]mlx5_0:1/IB
+    [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>"), and its NET warnings. Formats as NCCL 2.28.9
+    prints them (tests/jobs/fixtures/nccl/, read on an H200) and as published (NVIDIA/nccl
+    issue 392, siderolabs/docs issue 566). The gIB plugin's own lines are assumed to follow
+    NCCL's format (unconfirmed: no published gIB log)."""
+    used: list[str] = []
+    nics_by_net: dict[str, list[str]] = {}
     warnings: list[str] = []
     for line in log_text.splitlines():
         match = _NCCL_NET.search(line)
         if match:
-            if match["net"] not in nets:
-                nets.append(match["net"])
+            devices = nics_by_net.setdefault(match["net"], [])
             for device in _NCCL_DEVICE.finditer(match["devices"]):
-                if device["device"] not in nics:
-                    nics.append(device["device"])
+                if device["device"] not in devices:
+                    devices.append(device["device"])
+        match = _NCCL_USED.search(line)
+        if match and match["net"] not in used:
+            used.append(match["net"])
         warn = _NCCL_WARN.search(line)
         if warn and warn["text"].strip() not in warnings:
             warnings.append(warn["text"].strip())
-    return {"nets": nets, "nics": nics, "warnings": warnings[:5]}
+    nics = [nic for net in (used or list(nics_by_net)) for nic in nics_by_net.get(net, [])]
+    return {"nets": used, "nics": list(dict.fromkeys(nics)), "warnings": warnings[:5]}
 
 
 class CollectiveProbe:
@@ -618,6 +626,23 @@ def fabric_checks(measurements: Sequence[Measurement], plan: HealthPlan, nodes: 
     return checks
 
 
+def tcp_fallback_check(nics_by_node: Mapping[str, Mapping[str, Any]], nodes: int) -> Optional[dict]:
+    """NCCL on its socket transport between nodes is TCP over the pod network (the Lustre
+    codelab's RayCluster runs so, with no RDMA wiring): a failure of its own, whatever the
+    bandwidth. None when NCCL logged no network or the run has one node."""
+    if nodes < 2:
+        return None
+    on_tcp = sorted(int(n) for n, entry in nics_by_node.items() if TCP_NETWORK in entry.get("nets", []))
+    used = sorted({net for entry in nics_by_node.values() for net in entry.get("nets", [])})
+    if not used:
+        return None
+    return {"name": "NCCL network between nodes (RDMA, not TCP sockets)", "collective": "",
+            "passed": not on_tcp, "networks": used, "nodes_on_tcp": on_tcp,
+            "detail": (f"NCCL used its {TCP_NETWORK} transport (TCP) on node(s) {on_tcp}: the gIB "
+                       "plugin or the RDMA NICs are missing (NCCL_NET, set_nccl_env.sh, the "
+                       "networking.gke.io/interfaces annotation)") if on_tcp else f"NCCL used {', '.join(used)}"}
+
+
 def pair_threshold(plan: HealthPlan, collective: str) -> float:
     """What a pair of nodes must reach: the published 2-node figures apply as they are."""
     thresholds = [plan.min_average_busbw_gbps]
@@ -770,6 +795,10 @@ def fabric_gate(plan_health: Mapping[str, Any] | HealthPlan, nodes: int, gpus_pe
         if plan.backend == "nccl" and plan.nccl_debug_log:
             logs = _get([a.nccl_log.remote() for a in actors], 60, "NCCL log", infos)
             doc["nics"] = _nics_by_node(logs, infos)
+            check = tcp_fallback_check(doc["nics"], nodes)
+            if check:
+                checks.append(check)
+                failed = [c for c in checks if not c["passed"]]
         if plan.storage is not None:
             probe = _get([actors[0].storage_probe.remote(dataclasses.asdict(plan.storage))],
                          plan.timeout_s, "storage probe", infos[:1])[0]
@@ -777,6 +806,8 @@ def fabric_gate(plan_health: Mapping[str, Any] | HealthPlan, nodes: int, gpus_pe
             doc["storage"] = storage
             warnings += storage["warnings"]
         failed_nodes = (doc.get("localization") or {}).get("suspect_nodes", [])
+        on_tcp = [n for c in checks for n in c.get("nodes_on_tcp", [])]
+        failed_nodes = sorted(set(failed_nodes) | set(on_tcp))
         if failed and not failed_nodes and nodes >= 2:
             failed_nodes = list(range(nodes))
         passed = not failed

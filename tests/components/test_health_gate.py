@@ -14,7 +14,7 @@ from components import gpu_health, kuberay
 from components.config import ConfigError, load_stack_config
 from components.health_gate import health_gate_warning, health_plan
 from jobs.health import GIB, MIB, HealthPlan, load_health_gates
-from tests.conftest import preview_with, stack_config
+from tests.conftest import ROOT, preview_with, stack_config
 from tests.crd_schemas import validate_custom_resource
 from tests.kubernetes_objects import validate_strict
 
@@ -144,7 +144,11 @@ def test_gate_off_still_checks_gpus_and_previews():
 
 
 # The check script, run by bash against a driver directory whose nvidia-smi prints what
-# nvidia-smi prints for the query (format read on an H200 with driver 580: "index, uuid, ecc").
+# nvidia-smi prints for the query. The format is the real one: tests/jobs/fixtures/nccl/
+# nvidia-smi-h200-query.txt was printed by nvidia-smi (driver 580.159.04) on an H200, where the
+# script itself passed with 1 expected GPU, failed with 8, and passed as user 65534 and with
+# every capability dropped (2026-12-01).
+REAL_QUERY = (ROOT / "tests/jobs/fixtures/nccl/nvidia-smi-h200-query.txt").read_text().splitlines()
 def _driver(tmp_path: Path, lines: list[str], libraries=("libcuda.so.1", "libnvidia-ml.so.1")) -> Path:
     root = tmp_path / "nvidia"
     (root / "bin").mkdir(parents=True)
@@ -165,6 +169,12 @@ def _run(root: Path, tmp_path: Path, expected: int):
 
 
 HEALTHY = [f"{i}, GPU-{i}a1b2c3d4-0000-0000-0000-00000000000{i}, 0" for i in range(8)]
+
+
+def test_check_passes_on_what_a_real_h200_printed(tmp_path):
+    proc, _ = _run(_driver(tmp_path, REAL_QUERY), tmp_path, 1)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "gpu-health: 1 GPUs visible, no uncorrected ECC errors\n"
 
 
 def test_check_passes_eight_healthy_gpus(tmp_path):

@@ -16,7 +16,11 @@ from jobs.health import (GIB, HealthPlan, Measurement, PlanError, PublishedFigur
                          aggregate, algbw_gbps, busbw_factor, busbw_gbps, effective_size,
                          element_count, fabric_checks, fabric_gate, gate_needed, health_from_log,
                          judge_storage, load_health_gates, localize, nccl_nics, read_health,
-                         ring_pair_rounds, status_rows, storage_probe, summary, write_health)
+                         ring_pair_rounds, status_rows, storage_probe, summary,
+                         tcp_fallback_check, write_health)
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "jobs" / "fixtures" / "nccl"
 
 # ---- busbw as nccl-tests defines it ---------------------------------------------------------------
 # Rows of nccl-tests output as the anchors published them: (size B, time us, algbw, busbw, ranks).
@@ -209,10 +213,23 @@ def test_nccl_nics_from_nccls_info_and_warn_lines():
         "opcode 1, len 0, vendor err 81",
     ])
     parsed = nccl_nics(log)
-    assert parsed["nets"] == ["IB"]
+    assert parsed["nets"] == ["IB"]                      # "Using network IB"
     assert parsed["nics"] == ["mlx5_0:1/IB", "mlx5_1:1/IB", "mlx5_2:1/IB", "mlx5_3:1/IB"]
     assert parsed["warnings"] == ["NET/IB : Got completion with error 4, opcode 1, len 0, vendor err 81"]
     assert nccl_nics("no nccl here") == {"nets": [], "nics": [], "warnings": []}
+
+
+def test_nccl_log_of_a_real_run_that_fell_back_to_tcp():
+    # NCCL 2.28.9 (torch 2.11, H200, one rank) with no RDMA device: IB fails, Socket is used.
+    log = (FIXTURES / "nccl-2.28.9-h200-one-rank-socket.log").read_text()
+    parsed = nccl_nics(log)
+    assert parsed == {"nets": ["Socket"], "nics": ["eth0:192.0.2.2<0>"], "warnings": []}
+    check = tcp_fallback_check({"0": parsed, "1": nccl_nics(log.replace("Socket", "IB"))}, nodes=2)
+    assert not check["passed"] and check["nodes_on_tcp"] == [0] and "TCP" in check["detail"]
+    assert tcp_fallback_check({"0": parsed}, nodes=1) is None
+    rdma = {"nets": ["IB"], "nics": ["mlx5_0:1/RoCE"], "warnings": []}
+    assert tcp_fallback_check({"0": rdma, "1": rdma}, nodes=2)["passed"]
+    assert tcp_fallback_check({"0": {"nets": []}}, nodes=2) is None
 
 
 # ---- the plan ---------------------------------------------------------------------------------------
