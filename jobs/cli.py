@@ -201,7 +201,8 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
 
     attempt = _pick(runs, target, args)
     tracker = ProgressTracker()
-    tracker.feed(runs.logs(attempt.submission_id) + "\n")
+    log = runs.logs(attempt.submission_id)
+    tracker.feed(log + "\n")
     rows = [("run", target.run_id or attempt.metadata.get("run_id", "-")),
             ("attempt", f"{attempt.number} ({attempt.submission_id})"),
             ("state", attempt.status),
@@ -213,6 +214,8 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
         rows.append(("message", attempt.message))
     if target.spec is not None:
         rows.append(("checkpoints", target.spec.checkpoint_dir))
+    from jobs.health import health_from_log, status_rows as health_rows
+    rows += health_rows(health_from_log(log))       # the gate's result line in the job log
     for key, value in rows:
         print(f"{key:<12}{value}", file=out)
     out.flush()

@@ -89,6 +89,9 @@ else:
                       sizes_bytes=(64 * KIB, 256 * KIB), warmup_iterations=1, iterations=3,
                       min_average_busbw_gbps=1e-6, published=(), placement_timeout_s=30,
                       timeout_s=120, env={"GLOO_SOCKET_IFNAME": "lo"},
+                      # Loopback's timings are noise: never blame a node for its own speed here
+                      # (the outlier rule has its own test in tests/jobs/test_health.py).
+                      intra_node_outlier_fraction=0.0,
                       sources={"min_average_busbw_gbps": "test"})
         fields.update(changes)
         return HealthPlan(**fields)
@@ -237,3 +240,30 @@ else:
         assert doc["rendezvous"]["world_size"] == 2
         if "PYTHONPATH" not in os.environ:   # else the raylets (and so the actors) inherit it
             assert [b["jobs_importable"] for b in doc["placement"]["bundles"]] == [False, False]
+
+    def test_gate_as_a_ray_job_and_jobs_status_shows_its_result(cluster, tmp_path):
+        """The gate run the way the run driver runs on the head: inside a Ray job. `jobs status`
+        (jobs/cli.py) reads the gate's result line back from that job's log."""
+        from jobs import cli
+        from jobs.runs import Runs
+        from tests.jobs.test_cli import dev_spec
+
+        spec = dev_spec(**{"gke-grpo:job.experimentName": "health-status"})
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"health": gloo_plan(
+            sizes_bytes=(64 * KIB,), iterations=1, collectives=("all_reduce",)).to_dict()}))
+        entry = (f"{sys.executable} -m jobs.health fabric --plan {plan} --nodes 2 --gpus-per-node 1 "
+                 f"--run-dir {tmp_path / 'run'}")
+        runs = Runs(ray_head.DASHBOARD)
+        result = runs.submit(spec, entry, {"env_vars": {"PYTHONPATH": str(ROOT)}})
+        assert runs.wait_terminal(result.attempt.submission_id, 180) == "SUCCEEDED", \
+            runs.logs(result.attempt.submission_id)
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.main(["status", "--address", ray_head.DASHBOARD, "--run-id", spec.run_id],
+                        out=out, err=err)
+        assert code == 0, out.getvalue() + err.getvalue()
+        lines = out.getvalue().splitlines()
+        health_line = next(line for line in lines if line.startswith("health "))
+        assert health_line.startswith("health      PASSED") and "2 node(s) x 1 GPUs, gloo" in health_line
+        assert any("ok  all_reduce mean busbw over 1 size(s)" in line for line in lines)
+        assert (tmp_path / "run" / "health.json").exists()
