@@ -776,12 +776,24 @@ def fabric_gate(plan_health: Mapping[str, Any] | HealthPlan, nodes: int, gpus_pe
     actors: list = []
     infos: list[dict] = []
     warnings: list[str] = []
+    timings: dict[str, float] = {}
+    doc["timings"] = timings
+    mark = [time.monotonic()]
+
+    def lap(stage: str) -> None:
+        now = time.monotonic()
+        timings[stage] = round(now - mark[0], 4)
+        mark[0] = now
+
     try:
         pg, actors, infos = _place(plan, nodes, gpus_per_node, probe_class, doc)
+        lap("placement_and_actor_start")
         doc["rendezvous"] = _rendezvous(plan, actors, infos)
+        lap("rendezvous")
         world = _get([a.world_tests.remote(plan.collectives, plan.sizes_bytes,
                                            plan.warmup_iterations, plan.iterations) for a in actors],
                      plan.timeout_s, "world collectives", infos)
+        lap("world_collectives")
         reports = [row for rows in world for row in rows]
         measurements = aggregate(reports)
         doc["measurements"] = [m.to_dict() for m in measurements]
@@ -792,6 +804,7 @@ def fabric_gate(plan_health: Mapping[str, Any] | HealthPlan, nodes: int, gpus_pe
         failed = [c for c in checks if not c["passed"]]
         if failed and plan.localize and nodes >= 2:
             doc["localization"] = _localize(plan, actors, infos, nodes, gpus_per_node, failed)
+            lap("localization")
         if plan.backend == "nccl" and plan.nccl_debug_log:
             logs = _get([a.nccl_log.remote() for a in actors], 60, "NCCL log", infos)
             doc["nics"] = _nics_by_node(logs, infos)
@@ -802,6 +815,7 @@ def fabric_gate(plan_health: Mapping[str, Any] | HealthPlan, nodes: int, gpus_pe
         if plan.storage is not None:
             probe = _get([actors[0].storage_probe.remote(dataclasses.asdict(plan.storage))],
                          plan.timeout_s, "storage probe", infos[:1])[0]
+            lap("storage_probe")
             storage = judge_storage(probe, plan.storage)
             doc["storage"] = storage
             warnings += storage["warnings"]
@@ -818,7 +832,9 @@ def fabric_gate(plan_health: Mapping[str, Any] | HealthPlan, nodes: int, gpus_pe
         message = f"{PREFIX} FAILED in {failure.stage}: {failure}"
         doc["error"] = {"stage": failure.stage, "message": str(failure)}
     finally:
+        mark[0] = time.monotonic()
         _teardown(actors, pg)
+        lap("teardown")
     doc["failed_nodes"] = [_node_entry(i, infos, doc) for i in failed_nodes]
     if not passed and plan.mode == "warn":
         warnings.append(message + " (healthGate mode warn: the run goes on)")
