@@ -328,9 +328,11 @@ class CollectiveProbe:
     def init_group(self, master_addr: str, master_port: int, timeout_s: float) -> dict:
         import datetime
 
+        begin = time.monotonic()
         import torch
         import torch.distributed as dist
 
+        imported = time.monotonic() - begin
         if self.backend == "nccl":
             torch.cuda.set_device(0)       # Ray's CUDA_VISIBLE_DEVICES leaves this actor one GPU
         start = time.monotonic()
@@ -340,7 +342,7 @@ class CollectiveProbe:
         self._barrier()
         return {"rank": self.rank, "master_addr": master_addr, "master_port": master_port,
                 "world_size": dist.get_world_size(), "backend": dist.get_backend(),
-                "seconds": time.monotonic() - start}
+                "seconds": time.monotonic() - start, "torch_import_seconds": imported}
 
     # -- measurements --
     def _device(self):
@@ -925,7 +927,8 @@ def _rendezvous(plan: HealthPlan, actors: list, infos: list[dict]) -> dict:
                   plan.timeout_s, "rendezvous", infos)
     return {"master_addr": master_addr, "master_port": master_port,
             "world_size": joined[0]["world_size"], "backend": joined[0]["backend"],
-            "seconds": max(j["seconds"] for j in joined)}
+            "seconds": max(j["seconds"] for j in joined),
+            "torch_import_seconds": max(j["torch_import_seconds"] for j in joined)}
 
 
 def _localize(plan: HealthPlan, actors: list, infos: list[dict], nodes: int, gpus_per_node: int,
@@ -1045,7 +1048,7 @@ def _teardown(actors: list, pg) -> None:
 
 def summary(doc: Mapping[str, Any]) -> dict:
     """The part of health.json that the job log carries (no per-rank rows)."""
-    keep = ("version", "mode", "passed", "enforced", "skipped", "started", "ended", "seconds",
+    keep = ("version", "mode", "passed", "enforced", "skipped", "started", "ended", "seconds", "timings",
             "nodes", "gpus_per_node", "backend", "machine_type", "checks", "failed_nodes",
             "warnings", "message", "error")
     out = {k: doc[k] for k in keep if k in doc}

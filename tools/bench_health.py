@@ -67,7 +67,8 @@ def inside(args: argparse.Namespace) -> int:
         measured = t.get("world_collectives", 0.0)
         rows.append((total, t, measured, result))
         print(f"run {run + 1}: gate {total:.2f}s = placement+actors {t['placement_and_actor_start']:.2f}s"
-              f" + rendezvous {t['rendezvous']:.2f}s + collectives {measured:.2f}s"
+              f" + rendezvous {t['rendezvous']:.2f}s (importing torch "
+              f"{result.document['rendezvous']['torch_import_seconds']:.2f}s) + collectives {measured:.2f}s"
               f" + teardown {t.get('teardown', 0):.2f}s; overhead {total - measured:.2f}s; "
               f"{'PASSED' if result.passed else 'FAILED'}")
     for m in rows[-1][3].document["measurements"]:
