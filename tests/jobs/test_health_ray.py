@@ -190,9 +190,10 @@ else:
 
     def test_an_actor_reporting_a_slow_link_fails_the_gate_naming_its_node(cluster, tmp_path):
         # 1 MiB / 0.5 s is at most 0.0021 GB/s for every group with node 2, whatever the
-        # machine; a healthy pair on loopback moves 1 MiB far faster than 0.01 GB/s.
+        # machine; a healthy pair on loopback moves 1 MiB far faster than 0.005 GB/s (0.1-0.5 GB/s
+        # measured by tools/bench_health.py on a loaded 2-core machine).
         size = 1024 * KIB
-        plan = gloo_plan(min_average_busbw_gbps=0.01, sizes_bytes=(size,), collectives=("all_reduce",),
+        plan = gloo_plan(min_average_busbw_gbps=0.005, sizes_bytes=(size,), collectives=("all_reduce",),
                          warmup_iterations=0, iterations=2)
         out = io.StringIO()
         result = fabric_gate(plan, 3, 1, tmp_path, probe_class=SlowLinkProbe, out=out)
