@@ -833,6 +833,11 @@ def fabric_gate(plan_health: Mapping[str, Any] | HealthPlan, nodes: int, gpus_pe
         failed_nodes = failure.nodes
         message = f"{PREFIX} FAILED in {failure.stage}: {failure}"
         doc["error"] = {"stage": failure.stage, "message": str(failure)}
+    except Exception as exc:   # a Ray or torch error of the gate itself: an answer, not a traceback
+        passed = False
+        failed_nodes = []
+        message = f"{PREFIX} FAILED: the gate could not run: {type(exc).__name__}: {exc}"
+        doc["error"] = {"stage": "gate", "message": f"{type(exc).__name__}: {exc}"}
     finally:
         mark[0] = time.monotonic()
         _teardown(actors, pg)
@@ -985,41 +990,47 @@ def _verdict(plan: HealthPlan, checks: list[dict], failed_nodes: list[int], info
 
 
 def _get(refs: list, timeout: float, stage: str, infos: Optional[list[dict]]):
+    """ray.get of every actor's answer, bounded by ``timeout``. The first actor that fails is
+    named at once (its peers would otherwise wait in the collective until the timeout); on a
+    timeout, the actors that did not answer are named."""
     import ray
-    from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+    from ray.exceptions import RayActorError, RayTaskError
 
-    try:
-        return ray.get(refs, timeout=timeout)
-    except GetTimeoutError:
-        pending, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        raise _GateFailure(stage, f"no answer within {timeout:.0f}s", _nodes_of(refs, pending, infos)) from None
-    except (RayActorError, RayTaskError) as exc:
-        text = str(exc).strip().splitlines()
-        raise _GateFailure(stage, f"an actor failed: {text[-1] if text else type(exc).__name__}",
-                           _failed_nodes(refs, infos)) from None
+    def node_of(ref) -> list[int]:
+        index = refs.index(ref)
+        return [infos[index]["node_index"]] if infos and index < len(infos) else []
 
-
-def _nodes_of(refs: list, ready: list, infos: Optional[list[dict]]) -> list[int]:
-    if not infos:
-        return []
-    ready_ids = {r.hex() for r in ready}
-    return sorted({infos[i]["node_index"] for i, r in enumerate(refs)
-                   if r.hex() not in ready_ids and i < len(infos)})
-
-
-def _failed_nodes(refs: list, infos: Optional[list[dict]]) -> list[int]:
-    import ray
-
-    if not infos:
-        return []
-    bad = set()
-    for i, ref in enumerate(refs):
+    deadline = time.monotonic() + timeout
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+        if not ready:
+            nodes = sorted({n for ref in pending for n in node_of(ref)})
+            raise _GateFailure(stage, f"no answer within {timeout:.0f}s from {len(pending)} actor(s)", nodes)
         try:
-            ray.get(ref, timeout=0)
-        except Exception:
-            if i < len(infos):
-                bad.add(infos[i]["node_index"])
-    return sorted(bad)
+            ray.get(ready[0])
+        except (RayActorError, RayTaskError):
+            # The peers of a dead rank fail (or hang) in the collective too: give them a moment,
+            # then blame the actors that died, else those that raised.
+            ray.wait(pending, num_returns=len(pending), timeout=2.0)
+            died, raised = [], []
+            for ref in refs:
+                try:
+                    ray.get(ref, timeout=0)
+                except RayActorError as exc:
+                    died.append((ref, exc))
+                except RayTaskError as exc:
+                    raised.append((ref, exc))
+                except Exception:
+                    continue
+            blamed = died or raised
+            ranks = [refs.index(ref) for ref, _ in blamed]
+            text = [line for line in str(blamed[0][1]).strip().splitlines() if line.strip()]
+            what = "died" if died else "failed"
+            raise _GateFailure(stage, f"the actor(s) of rank {', '.join(map(str, ranks))} {what}: "
+                               f"{text[-1] if text else type(blamed[0][1]).__name__}",
+                               sorted({n for ref, _ in blamed for n in node_of(ref)})) from None
+    return ray.get(refs)
 
 
 def _free_gpu_nodes() -> list[str]:

@@ -84,6 +84,16 @@ else:
                 ray.shutdown()
             ray_head.stop_head()
 
+    ALL_GPUS = (1 + EXTRA_NODES) * GPUS_PER_RAY_NODE
+
+    def free_gpus() -> float:
+        """The cluster's free GPUs once Ray has taken back what the gate released (resource
+        updates reach the GCS asynchronously: wait for them, bounded)."""
+        deadline = time.monotonic() + 20
+        while ray.available_resources().get("GPU", 0) < ALL_GPUS and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return ray.available_resources().get("GPU", 0)
+
     def gloo_plan(**changes) -> HealthPlan:
         fields = dict(mode="enforce", backend="gloo", machine_type="loopback",
                       sizes_bytes=(64 * KIB, 256 * KIB), warmup_iterations=1, iterations=3,
@@ -152,7 +162,7 @@ else:
         rows = dict(status_rows(logged)[:1])
         assert rows["health"].startswith("PASSED") and "2 node(s) x 2 GPUs" in rows["health"]
         # every actor is gone afterwards: the GPUs are free for the trainer
-        assert ray.available_resources().get("GPU") == (1 + EXTRA_NODES) * GPUS_PER_RAY_NODE
+        assert free_gpus() == ALL_GPUS
         assert len({b["label"] for b in bundles}) == 2        # nodes told apart in messages
 
     def test_gate_below_threshold_fails_with_its_exit_code_and_names_the_nodes(cluster, tmp_path):
@@ -211,6 +221,24 @@ else:
         rows = status_rows(health_from_log(out.getvalue()))
         assert ("", f"failed node {slow_label}") in rows
 
+    class DyingProbe(CollectiveProbe):
+        """Node 1's first GPU dies (its process exits) as the collectives start."""
+
+        def world_tests(self, *args):
+            if self.node_index == 1 and self.local_rank == 0:
+                os._exit(1)
+            return super().world_tests(*args)
+
+    def test_an_actor_that_dies_fails_the_gate_naming_its_node(cluster, tmp_path):
+        result = fabric_gate(gloo_plan(timeout_s=60), 2, 2, tmp_path, probe_class=DyingProbe,
+                             out=io.StringIO())
+        assert not result.passed and result.exit_code == EXIT_GATE_FAILED
+        assert "FAILED in world collectives: the actor(s) of rank 2 died" in result.message
+        doc = read_health(tmp_path / "health.json")
+        assert [n["node_index"] for n in doc["failed_nodes"]] == [1]
+        assert doc["timings"]["teardown"] >= 0
+        assert free_gpus() == ALL_GPUS
+
     def test_placement_that_cannot_be_met_fails_bounded(cluster, tmp_path):
         result = fabric_gate(gloo_plan(placement_timeout_s=3), 1 + EXTRA_NODES + 1, 1, tmp_path,
                              out=io.StringIO())
@@ -219,7 +247,7 @@ else:
         doc = read_health(tmp_path / "health.json")
         assert doc["error"]["stage"] == "placement"
         # the placement group is gone: nothing holds GPUs
-        assert ray.available_resources().get("GPU") == (1 + EXTRA_NODES) * GPUS_PER_RAY_NODE
+        assert free_gpus() == ALL_GPUS
 
     def test_command_line_runs_the_gate_and_shows_it(cluster, tmp_path):
         plan = tmp_path / "plan.json"
