@@ -942,8 +942,10 @@ def _localize(plan: HealthPlan, actors: list, infos: list[dict], nodes: int, gpu
     ranks_of = {n: [n * gpus_per_node + g for g in range(gpus_per_node)] for n in range(nodes)}
     intra_rounds = [[ranks_of[n] for n in range(nodes)]] if gpus_per_node > 1 else []
     pair_rounds = [[ranks_of[a] + ranks_of[b] for a, b in pairs] for pairs in ring_pair_rounds(nodes)]
+    # At least one warm-up: NCCL sets up a new group's communicator on its first collective.
     results = _get([a.subgroup_tests.remote(intra_rounds + pair_rounds, collective, plan.localize_size,
-                                            plan.warmup_iterations, plan.iterations) for a in actors],
+                                            max(1, plan.warmup_iterations), plan.iterations)
+                    for a in actors],
                    plan.timeout_s, "localisation", infos)
     rows = [r for rank_rows in results for r in rank_rows]
     intra = [r for r in rows if len(r["group"]) == gpus_per_node and gpus_per_node > 1
