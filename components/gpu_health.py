@@ -26,7 +26,6 @@ from __future__ import annotations
 # keeps them equal: importing kuberay here would be circular).
 NVIDIA_MOUNT = "/usr/local/nvidia"
 INIT_CONTAINER_NAME = "gpu-health"
-NVIDIA_SMI = f"{NVIDIA_MOUNT}/bin/nvidia-smi"
 # The query fields, as `nvidia-smi --help-query-gpu` names them.
 QUERY_FIELDS = "index,uuid,ecc.errors.uncorrected.volatile.total"
 # The worker's Kubernetes node, for the fabric gate's messages (jobs/health.py node_label).
