@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Optional
 
 import pulumi
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 PROJECT = "gke-grpo"
@@ -408,6 +408,21 @@ class KubeRayConfig(_Area):
     worker: WorkerResources = WorkerResources()
 
 
+class HealthGateConfig(_Area):
+    """gke-grpo:job.healthGate: the run driver's fabric and storage gate (jobs/health.py,
+    docs/health-gates.md). Omitted thresholds come from data/health-gates.yaml (sourced)."""
+
+    mode: Literal["enforce", "warn", "off"] = "enforce"
+    min_bus_bandwidth_gbps: Optional[float] = Field(None, gt=0)
+    published_fraction: Optional[float] = Field(None, gt=0, le=1)
+    collectives: tuple[Literal["all_gather", "all_reduce"], ...] = ("all_gather", "all_reduce")
+    message_sizes_mib: tuple[int, ...] = (1024, 2048, 4096, 8192)
+    warmup_iterations: int = Field(2, ge=0, le=50)
+    iterations: int = Field(5, ge=1, le=100)
+    storage_probe_gib: int = Field(8, ge=0, le=1024)
+    timeout_seconds: int = Field(900, ge=60)
+
+
 class JobConfig(_Area):
     enabled: bool = True
     framework: Literal["verl", "nemo-rl"]
@@ -455,6 +470,18 @@ class JobConfig(_Area):
     # What preflight does with a GPU-memory estimate above 100 % (jobs/memory_plan.py):
     # refuse (enforce) or only warn (warn). Not part of the run's identity.
     memory_check: Literal["enforce", "warn"] = "enforce"
+    # The fabric/storage gate before the first trainer start; "off" is allowed and warned about.
+    health_gate: HealthGateConfig = HealthGateConfig()
+
+    @field_validator("health_gate", mode="before")
+    @classmethod
+    def _health_gate_shorthand(cls, value: Any) -> Any:
+        # `healthGate: off` is short for {"mode": "off"}.
+        if value == "off":
+            return {"mode": "off"}
+        if isinstance(value, str):
+            raise ValueError('"off" or an object such as {"mode": "warn"}')
+        return value
 
 
 AREAS: dict[str, type[_Area]] = {
@@ -1385,6 +1412,15 @@ class _Rules:
             if revision is not None and not re.match(r"^[0-9a-f]{40}$", revision):
                 self.add(key, revision, "a Hugging Face Hub commit sha: 40 lower-case hex "
                          "characters (the model or dataset page, 'Files and versions', History)")
+        gate = j.health_gate
+        if gate.mode != "off":
+            sizes = gate.message_sizes_mib
+            if not sizes or any(not 1 <= size <= 16384 for size in sizes):
+                self.add("job.healthGate.messageSizesMib", list(sizes), "1 to 16384 MiB each, at "
+                         "least one (1024-8192 measure the large-message bandwidth the thresholds "
+                         "are published for)")
+            if not gate.collectives:
+                self.add("job.healthGate.collectives", [], 'at least one of "all_gather", "all_reduce"')
 
 
 def read_pulumi_config() -> tuple[dict[str, Any], set[str]]:

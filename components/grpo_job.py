@@ -24,7 +24,7 @@ from jobs.spec import GrpoSpec
 JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 # Standard-library (plus ray/pyarrow/huggingface_hub, present in the framework images) modules
 # the entrypoint runs on the Ray head before training starts.
-HEAD_MODULES = ("__init__.py", "layout.py", "spec.py", "wait_for_gpus.py", "prepare.py")
+HEAD_MODULES = ("__init__.py", "layout.py", "spec.py", "wait_for_gpus.py", "prepare.py", "health.py")
 HEAD_CODE_ROOT = "/opt/gke-grpo"
 HEAD_CODE_CONFIGMAP = "grpo-jobs-code"
 
@@ -89,6 +89,9 @@ class GrpoJob(pulumi.ComponentResource):
     def __init__(self, name: str, config: StackConfig, spec: GrpoSpec, kuberay: KubeRay,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gke-grpo:components:GrpoJob", name, None, opts)
+        from components.health_gate import health_gate_warning
+        if health_gate_warning(config):
+            pulumi.log.warn(health_gate_warning(config), resource=self)
         self.spec = spec
         self.submission_id = spec.submission_id()
         self.rayjob = k8s.apiextensions.CustomResource(

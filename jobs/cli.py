@@ -202,6 +202,7 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
 
     attempt = _pick(runs, target, args)
     structured = _run_rows(args, target.run_id, target)
+    log = runs.logs(attempt.submission_id)
     rows = [("run", target.run_id or attempt.metadata.get("run_id", "-")),
             ("attempt", f"{attempt.number} ({attempt.submission_id})"),
             ("state", attempt.status),
@@ -211,13 +212,15 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
     if not any(key == "progress" for key, _ in structured):
         # The live fallback: the console lines of the attempt's log on the Ray head.
         tracker = ProgressTracker()
-        tracker.feed(runs.logs(attempt.submission_id) + "\n")
+        tracker.feed(log + "\n")
         rows.append(("progress", tracker.describe() + " [console log]"))
     rows += structured
     if attempt.message:
         rows.append(("message", attempt.message))
     if target.spec is not None:
         rows.append(("checkpoints", target.spec.checkpoint_dir))
+    from jobs.health import health_from_log, status_rows as health_rows
+    rows += health_rows(health_from_log(log))       # the gate's result line in the job log
     for key, value in rows:
         print(f"{key:<12}{value}", file=out)
     out.flush()
