@@ -47,6 +47,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, TextIO
 
+from jobs.credentials import looks_like_secret_name, redact, secret_value_kind
 from jobs.logs import ProgressTracker
 from jobs.spec import GrpoSpec
 from jobs.wait_for_gpus import EXIT_TIMEOUT as _GPU_WAIT_EXIT, TIMEOUT_MARKER
@@ -112,22 +113,9 @@ def submission_metadata(spec: GrpoSpec, attempt: int) -> dict[str, str]:
 
 # ---- secrets ----------------------------------------------------------------------------------
 
-# Env var names made of these words are credentials (TOKENIZERS_PARALLELISM is not: whole words).
-_SECRET_WORDS = {"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL",
-                 "CREDENTIALS", "APIKEY", "KEY", "PRIVATE"}
-_SECRET_VALUE = [
-    (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), "a Hugging Face token (hf_...)"),
-    (re.compile(r"\b(?:sk|ghp|gho|github_pat|xox[abp])[-_][A-Za-z0-9_-]{20,}"), "an API token"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
-    (re.compile(r"(?i)(?:^|[\s.\-_/])(?:hf_?token|hugging_?face_?hub_?token|wandb_?api_?key|"
-                r"api_?key|access_?token|auth_?token|password|secret)\s*[=:]\s*\S"),
-     "a credential assignment"),
-]
-
-
 def secret_like_env_name(name: str) -> bool:
-    words = set(re.split(r"[^A-Za-z0-9]+", name.upper()))
-    return bool(words & _SECRET_WORDS) or name.upper().endswith(("_APIKEY", "APIKEY"))
+    """The project's credential rule for names (jobs/credentials.py)."""
+    return looks_like_secret_name(name)
 
 
 def check_no_secrets(entrypoint: str, runtime_env: Optional[Mapping[str, Any]],
@@ -137,18 +125,20 @@ def check_no_secrets(entrypoint: str, runtime_env: Optional[Mapping[str, Any]],
     problems: list[str] = []
     env_vars = dict((runtime_env or {}).get("env_vars") or {})
     for name, value in env_vars.items():
-        if secret_like_env_name(str(name)):
-            problems.append(f"runtime_env.env_vars.{name}: the name looks like a credential")
-        problems += [f"runtime_env.env_vars.{name}: the value looks like {what}"
-                     for pattern, what in _SECRET_VALUE[:3] if pattern.search(str(value))]
+        if looks_like_secret_name(str(name)):
+            problems.append(f"runtime_env.env_vars.{redact(name)}: the name looks like a credential")
+        kind = secret_value_kind(value)
+        if kind:
+            problems.append(f"runtime_env.env_vars.{redact(name)}: the value looks like {kind}")
     texts = {"entrypoint": entrypoint}
     texts.update({f"metadata.{k}": str(v) for k, v in (metadata or {}).items()})
     for key, value in (runtime_env or {}).items():
         if key != "env_vars":
             texts[f"runtime_env.{key}"] = repr(value)
     for where, text in texts.items():
-        problems += [f"{where}: contains what looks like {what}"
-                     for pattern, what in _SECRET_VALUE if pattern.search(text)]
+        kind = secret_value_kind(text)
+        if kind:
+            problems.append(f"{redact(where)}: contains what looks like {kind}")
     if problems:
         raise SecretInJobError(
             "refusing to submit: secrets must not go through the Ray Job Submission API (the "
