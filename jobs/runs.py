@@ -82,6 +82,15 @@ class SecretInJobError(RunError):
     exit_code = ExitCode.USAGE
 
 
+class SubmitFailed(RunError):
+    """The dashboard refused the submission and has no such job: nothing was submitted."""
+    exit_code = ExitCode.DASHBOARD_UNREACHABLE
+
+
+class SubmitUncertain(DashboardUnreachable):
+    """The submission failed and whether the job exists could not be checked."""
+
+
 # ---- the entrypoint ---------------------------------------------------------------------------
 
 def compose_entrypoint(spec: GrpoSpec, training_entrypoint: str,
@@ -197,13 +206,49 @@ def fmt_duration(seconds: Optional[float]) -> str:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded exponential backoff for an unreachable dashboard: `tries` calls, sleeping
-    base, 2*base, 4*base ... (each at most `cap`) between them."""
+    base, 2*base, 4*base ... (each at most `cap`) between them. Every call is abandoned after
+    `call_timeout` seconds (a dashboard that accepts connections and never answers), and no retry
+    starts that could end after `budget` seconds: one dashboard operation never takes longer."""
     tries: int = 5
     base: float = 0.5
     cap: float = 8.0
+    call_timeout: float = 10.0
+    budget: float = 30.0
 
     def delays(self):
         return [min(self.cap, self.base * 2 ** i) for i in range(self.tries - 1)]
+
+
+class DashboardTimeout(TimeoutError):
+    """A dashboard call that got no answer within the call timeout."""
+
+
+def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
+    """fn() in a daemon thread, abandoned after `timeout` seconds (DashboardTimeout).
+
+    The Job Submission SDK calls `requests` without a timeout (ray/dashboard/modules/
+    dashboard_sdk.py, Ray 2.54.0: `requests.request(...)` in `_do_request`), so a dashboard (or a
+    port-forward) that accepts the connection and never answers would block forever. A thread
+    that never returns is left behind as a daemon: it cannot keep the CLI alive."""
+    import threading
+
+    result: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            result["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="dashboard-call", daemon=True).start()
+    if not done.wait(timeout):
+        raise DashboardTimeout(f"no answer within {timeout:g}s")
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
 
 
 def _is_unreachable(exc: BaseException) -> bool:
@@ -243,26 +288,32 @@ class Runs:
         self._client = None
 
     # -- plumbing ----------------------------------------------------------------------------
-    def _unreachable(self, exc: BaseException, tries: int) -> DashboardUnreachable:
-        waited = sum(self.retry.delays()[: tries - 1])
+    def _unreachable(self, exc: BaseException, tries: int,
+                     waited: Optional[float] = None) -> DashboardUnreachable:
+        if waited is None:
+            waited = sum(self.retry.delays()[: tries - 1])
         return DashboardUnreachable(
-            f"the Ray dashboard at {self.address} did not answer after {tries} tries over "
-            f"{waited:.1f}s ({type(exc).__name__}: {exc}).\n"
+            f"the Ray dashboard at {self.address} did not answer after {tries} "
+            f"{'try' if tries == 1 else 'tries'} over {waited:.1f}s ({type(exc).__name__}: "
+            f"{redact(exc)}).\n"
             "  Is the RayCluster up (`kubectl get raycluster,pods -n <namespace>`), is the "
             "head pod Running, and is the port-forward alive? With --stack the CLI opens the "
             "port-forward itself; with --address you keep it open.")
 
     def _with_retries(self, what: str, fn: Callable[[], Any]) -> Any:
         delays = self.retry.delays()
+        started = time.monotonic()
         for attempt in range(1, self.retry.tries + 1):
             try:
-                return fn()
+                return call_with_timeout(fn, self.retry.call_timeout)
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not _is_unreachable(exc):
                     raise
                 if attempt == self.retry.tries:
                     raise self._unreachable(exc, attempt) from exc
                 delay = delays[attempt - 1]
+                if time.monotonic() - started + delay + self.retry.call_timeout > self.retry.budget:
+                    raise self._unreachable(exc, attempt, time.monotonic() - started) from exc
                 print(f"[jobs] {what}: dashboard at {self.address} not answering "
                       f"({type(exc).__name__}); retry {attempt}/{self.retry.tries - 1} in {delay:.1f}s",
                       file=self.err, flush=True)
@@ -353,15 +404,46 @@ class Runs:
 
         submission_id = spec.submission_id(number)
         metadata = submission_metadata(spec, number)
+        client = self.client
         try:
-            self._call("submit", "submit_job", entrypoint=entrypoint, submission_id=submission_id,
-                       runtime_env=runtime_env or None, metadata=metadata)
-        except RuntimeError as exc:
-            if "already exists" not in str(exc):
+            # Once, never retried blindly: a submission that failed may still have created the
+            # job (a 5xx after the job was stored, a timeout); _after_failed_submit finds out.
+            call_with_timeout(lambda: client.submit_job(
+                entrypoint=entrypoint, submission_id=submission_id,
+                runtime_env=runtime_env or None, metadata=metadata), self.retry.call_timeout)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if isinstance(exc, RuntimeError) and "already exists" in str(exc):
+                # Someone (another CLI, the RayJob's submitter) submitted this attempt first.
+                return SubmitResult("attached", self.attempt_info(submission_id, number))
+            if not (isinstance(exc, RuntimeError) or _is_unreachable(exc)):
                 raise
-            # Someone (another CLI, the RayJob's submitter) submitted this attempt first.
-            return SubmitResult("attached", self.attempt_info(submission_id, number))
+            return self._after_failed_submit(submission_id, number, exc)
         return SubmitResult("submitted", self.attempt_info(submission_id, number))
+
+    def _after_failed_submit(self, submission_id: str, number: int,
+                             exc: BaseException) -> SubmitResult:
+        """The submission answered with an error or not at all: ask the dashboard whether the
+        attempt exists before saying anything, and report what really happened."""
+        what = f"{type(exc).__name__}: {redact(str(exc))[:300]}"
+        try:
+            info = self.attempt_info(submission_id, number)
+        except DashboardUnreachable:
+            raise SubmitUncertain(
+                f"submitting {submission_id} failed ({what}) and the dashboard at {self.address} "
+                "then stopped answering: the attempt may or may not have been created. Check "
+                "with `python -m jobs list` before submitting again (a second submit attaches "
+                "to it if it exists).") from None
+        except RuntimeError as check:
+            if "404" in str(check) or "does not exist" in str(check):
+                raise SubmitFailed(
+                    f"submitting {submission_id} failed ({what}); the dashboard has no such job: "
+                    "nothing was submitted. Fix the cause (the head's disk, its logs: kubectl "
+                    "logs <head pod>) and submit again.") from None
+            raise
+        print(f"[jobs] the dashboard answered the submission of {submission_id} with an error "
+              f"({what}), but the attempt exists ({info.status}): it was submitted",
+              file=self.err, flush=True)
+        return SubmitResult("submitted", info)
 
     def stop(self, spec_or_run: GrpoSpec | str) -> Optional[Attempt]:
         """Stop the latest live attempt; None when no attempt is live."""
@@ -401,19 +483,30 @@ class Runs:
         printed = 0           # characters already shown: a reconnect replays the log from its start
         stop = asyncio.Event()
 
+        main = asyncio.current_task()
+        lost: list[DashboardUnreachable] = []
+        # The status probe doubles as the liveness check of a quiet log stream: a dashboard
+        # that stops answering ends the follow (exit 4) within a probe interval + the budget.
+        probe_every = min(status_every, self.retry.budget)
+
         async def ticker():
+            last_print = time.monotonic()
             while not stop.is_set():
                 try:
-                    await asyncio.wait_for(stop.wait(), timeout=status_every)
+                    await asyncio.wait_for(stop.wait(), timeout=probe_every)
                     return
                 except asyncio.TimeoutError:
                     pass
                 try:
                     status = await asyncio.to_thread(self.status, submission_id)
-                except DashboardUnreachable:
-                    status = "UNKNOWN (dashboard not answering)"
-                print(self.status_line(submission_id, status, started, tracker),
-                      file=self.err, flush=True)
+                except DashboardUnreachable as exc:
+                    lost.append(exc)
+                    main.cancel()
+                    return
+                if time.monotonic() - last_print >= status_every - 1e-3:
+                    last_print = time.monotonic()
+                    print(self.status_line(submission_id, status, started, tracker),
+                          file=self.err, flush=True)
 
         tick = asyncio.create_task(ticker())
         delays = self.retry.delays()
@@ -444,6 +537,10 @@ class Runs:
                     print(f"[jobs] log stream of {submission_id} interrupted ({type(exc).__name__}); "
                           f"reconnecting in {delay:.1f}s", file=self.err, flush=True)
                     await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            if lost:
+                raise lost[0] from None
+            raise
         finally:
             stop.set()
             await tick
