@@ -203,8 +203,9 @@ class Problem:
         from jobs.config_file import truncate
         from jobs.credentials import looks_like_secret_name, redact
 
+        key = truncate(redact(self.key), 160)
         if self.given is NOT_SHOWN:
-            return f"{self.key}: {redact(self.allowed)}"
+            return f"{key}: {redact(self.allowed)}"
         if self.given is HIDDEN or looks_like_secret_name(re.split(r"[.:]", self.key)[-1].split("[")[0]):
             given = "(value hidden)"
         elif self.given is _ABSENT:
@@ -214,7 +215,7 @@ class Problem:
                 given = truncate(redact(json.dumps(self.given, default=str)), 120)
             except (ValueError, RecursionError):
                 given = "(a value that cannot be shown)"
-        return f"{self.key}: given {given}; {redact(self.allowed)}"
+        return f"{key}: given {given}; {redact(self.allowed)}"
 
 
 class _Absent:

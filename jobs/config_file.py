@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from jobs.credentials import redact
+
 PROJECT = "gke-grpo"
 # Our stack files are ~2-4 KiB; 256 KiB leaves room for comments and long lists while keeping
 # the cost of a hostile file small (the pure-Python loader reads ~1 MB/s on a slow core).
@@ -42,7 +44,11 @@ _ECHO_CHARS = 80
 
 
 class ConfigFileError(Exception):
-    """A stack file that cannot be used: the message is one line, naming the file."""
+    """A stack file that cannot be used: the message is one line, naming the file, with
+    anything that looks like a credential redacted (jobs/credentials.py)."""
+
+    def __init__(self, message: str):
+        super().__init__(redact(" ".join(str(message).split())))
 
 
 def truncate(text: object, limit: int = _ECHO_CHARS) -> str:
@@ -149,9 +155,13 @@ def load_yaml_text(data: bytes, where: str) -> Any:
     if "\x00" in text:
         raise ConfigFileError(f"{where}: a NUL character at offset {text.index(chr(0))}: "
                               "not a text file")
-    loader = _StackFileLoader(text)
+    loader = None
     try:
+        loader = _StackFileLoader(text)
         return loader.get_single_data()
+    except yaml.reader.ReaderError as err:
+        raise ConfigFileError(f"{where}: character U+{err.character:04X} at offset {err.position} "
+                              "is not allowed in YAML (a control character)") from None
     except _Refused as err:
         raise ConfigFileError(f"{where}: {err}") from None
     except yaml.MarkedYAMLError as err:
@@ -166,7 +176,8 @@ def load_yaml_text(data: bytes, where: str) -> Any:
         raise ConfigFileError(f"{where}: a value YAML cannot convert "
                               f"({type(err).__name__}: {truncate(err, 100)})") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_stack_document(path: Path | str) -> dict[str, Any]:

@@ -46,11 +46,13 @@ _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 # Values that are credentials whatever they are called. Messages name the kind, never the value.
 _TOKEN_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
-    ("a Hugging Face token (hf_...)", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    # No word boundary before hf_/ghp_/xox: a token glued to other text ("mhf_...") is one too;
+    # the 30+ characters after the prefix keep ordinary words out.
+    ("a Hugging Face token (hf_...)", re.compile(r"hf_[A-Za-z0-9]{30,}")),
     ("an API key (sk-...)", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}")),
     ("a GitHub token (ghp_...)",
-     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("a Slack token (xox...)", re.compile(r"\bxox[abpr]-[A-Za-z0-9-]{10,}")),
+     re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("a Slack token (xox...)", re.compile(r"xox[abpr]-[A-Za-z0-9-]{10,}")),
     # The whole PEM block, so that redact() removes the key, not only its header.
     ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?:[\s\S]*?"
                                  r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|[\s\S]*)")),
