@@ -528,3 +528,9 @@ def _main(argv: Optional[Sequence[str]], *, build_entrypoint: Optional[Entrypoin
         print("\n[jobs] interrupted: stopped following; the attempt keeps running on the cluster "
               "(`python -m jobs stop` stops it)", file=err, flush=True)
         return ExitCode.INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, nothing secret
+        if os.environ.get("GKE_GRPO_DEBUG") == "1":
+            raise
+        print(f"[jobs] internal error ({type(exc).__name__}: {redact(exc)[:300]}); this is a bug: "
+              "rerun with GKE_GRPO_DEBUG=1 for the traceback", file=err, flush=True)
+        return ExitCode.JOB_FAILED

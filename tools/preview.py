@@ -16,6 +16,7 @@ import copy
 import contextvars
 import json
 import logging
+import os
 import re
 import runpy
 import sys
@@ -325,6 +326,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except PreviewInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
+    except Exception as err:  # noqa: BLE001 - a bug: one line, nothing secret (GKE_GRPO_DEBUG=1: traceback)
+        if os.environ.get("GKE_GRPO_DEBUG") == "1":
+            raise
+        from jobs.credentials import redact
+        print(f"error: internal error ({type(err).__name__}: {redact(err)[:300]}); this is a bug "
+              "of the program: rerun with GKE_GRPO_DEBUG=1 for the traceback", file=sys.stderr)
+        return EXIT_ERROR
     if result.problems:
         print(f"error: {result.error}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
