@@ -98,9 +98,18 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 
 def listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+    """A TCP socket of this network namespace LISTENs on `port` (read from /proc/net/tcp*: a
+    connect() probe could succeed by connecting to itself when the port is an ephemeral one)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
 
 
 @contextlib.contextmanager
