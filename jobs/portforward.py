@@ -13,8 +13,8 @@ kubectl also dies with this process when it is killed outright (PR_SET_PDEATHSIG
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -64,25 +64,25 @@ def _stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
 
 
 _PR_SET_PDEATHSIG = 1   # linux/prctl.h
+# Runs kubectl with a parent-death signal: prctl(PR_SET_PDEATHSIG, SIGKILL), then exec. The
+# signal survives execve, so kubectl is killed by the kernel when the thread that spawned it
+# dies - a CLI killed with SIGKILL (no cleanup possible) leaves no kubectl listening. A wrapper
+# process rather than preexec_fn: the CLI has threads, and preexec_fn is not safe with threads.
+_DIE_WITH_PARENT = (
+    "import ctypes, os, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    f"libc.prctl({_PR_SET_PDEATHSIG}, {int(signal.SIGKILL)}, 0, 0, 0)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"   # the parent died before prctl took effect
+    "    os._exit(1)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
 
 
-def _die_with_parent(sig: int = signal.SIGKILL):
-    """A preexec_fn that makes the child get `sig` when the thread that spawned it dies, so a
-    CLI killed with SIGKILL (no cleanup possible) leaves no kubectl listening. Linux only; None
-    elsewhere. The libc function is looked up here, in the parent: the child only calls it."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # pragma: no cover - not glibc/musl
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-        if os.getppid() != parent:   # the parent died before prctl took effect
-            os._exit(1)
-    return preexec
+def _with_parent_death_signal(cmd: list[str]) -> list[str]:
+    """`cmd` run through the parent-death wrapper (Linux); `cmd` itself elsewhere."""
+    if not sys.platform.startswith("linux") or not sys.executable:
+        return cmd
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
 
 
 class _Forward:
@@ -104,10 +104,12 @@ class _Forward:
         self.watcher: Optional[threading.Thread] = None
 
     def _spawn(self) -> subprocess.Popen:
+        if shutil.which(self.cmd[0]) is None:
+            raise PortForwardError(f"{self.cmd[0]!r} not found: install kubectl, or pass "
+                                   "--address with a port-forward you opened yourself")
         try:
-            proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=self.log,
-                                    stderr=self.log, start_new_session=True,
-                                    preexec_fn=_die_with_parent())
+            proc = subprocess.Popen(_with_parent_death_signal(self.cmd), stdin=subprocess.DEVNULL,
+                                    stdout=self.log, stderr=self.log, start_new_session=True)
         except FileNotFoundError:
             raise PortForwardError(f"{self.cmd[0]!r} not found: install kubectl, or pass "
                                    "--address with a port-forward you opened yourself") from None

@@ -24,8 +24,10 @@ Exit codes of the jobs CLI, in one place (``ExitCode``):
      an attempt or submission id that does not exist
   3  GPU_WAIT_TIMEOUT: the attempt failed in its first step, jobs.wait_for_gpus (the GPU
      nodes did not join in time: Spot/flex-start capacity not granted yet)
-  4  DASHBOARD_UNREACHABLE: the Ray dashboard did not answer after bounded retries, the
-     port-forward to it could not be opened, or it answered with a server error
+  4  DASHBOARD_UNREACHABLE: the Ray dashboard did not answer after bounded retries (each call
+     abandoned after RetryPolicy.call_timeout, all of them within RetryPolicy.budget), the
+     port-forward to it could not be opened, it answered with a server error, or a submission
+     failed and the dashboard has no such job
   5  JOB_STOPPED: the attempt was STOPPED (by `python -m jobs stop`, the RayJob's deletion, or
      its activeDeadlineSeconds)
   130 interrupted (Ctrl-C): following stops, the attempt keeps running on the cluster
