@@ -206,10 +206,10 @@ class Problem:
         key = truncate(redact(self.key), 160)
         if self.given is NOT_SHOWN:
             return f"{key}: {redact(self.allowed)}"
-        if self.given is HIDDEN or looks_like_secret_name(re.split(r"[.:]", self.key)[-1].split("[")[0]):
-            given = "(value hidden)"
-        elif self.given is _ABSENT:
+        if self.given is _ABSENT:
             given = "(not set)"
+        elif self.given is HIDDEN or looks_like_secret_name(re.split(r"[.:]", self.key)[-1].split("[")[0]):
+            given = "(value hidden)"
         else:
             try:
                 given = truncate(redact(json.dumps(self.given, default=str)), 120)

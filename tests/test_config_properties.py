@@ -236,3 +236,32 @@ def test_the_strategies_reach_both_outcomes():
             outcome = False
             _no_token(str(err))
         assert outcome is accepted
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(mutated_texts())
+def test_mutated_files_through_the_cli_and_preflight(tmp_path_factory, data):
+    """The jobs CLI and preflight on the same mutated files: only their documented exit codes,
+    no traceback or internal error, nothing secret."""
+    import contextlib
+    import io
+
+    from jobs import cli, preflight
+    from jobs.runs import RetryPolicy
+
+    path = tmp_path_factory.getbasetemp() / "Pulumi.mutated-cli.yaml"
+    path.write_bytes(data)
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["status", "--stack", "dev", "--config-file", str(path), "--address", "http://127.0.0.1:1"],
+                    out=out, err=err, retry=RetryPolicy(tries=1, call_timeout=2.0, budget=2.0))
+    assert code in (2, 4), err.getvalue()          # invalid config, or nothing listening on port 1
+    printed = out.getvalue() + err.getvalue()
+    assert "Traceback" not in printed and "internal error" not in printed
+    _no_token(printed)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = preflight.main(["--stack", "dev", "--config-file", str(path)])
+    assert code in (0, 2)
+    printed = out.getvalue() + err.getvalue()
+    assert "Traceback" not in printed
+    _no_token(printed)
