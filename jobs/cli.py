@@ -13,8 +13,9 @@ Target: ``--stack STACK [--config-file FILE]`` reads the stack's config (the run
 ``gke-grpo:job`` describes) and opens ``kubectl port-forward`` to the RayCluster's head service
 on 127.0.0.1 for the duration of the command (always closed afterwards). ``--address URL`` uses
 a dashboard you reach yourself (then ``--stack`` only names the run, or give ``--run-id``).
-Exit codes: see ``jobs.runs`` (0 ok, 1 job failed, 2 usage/config, 3 GPU wait timeout,
-4 dashboard unreachable, 5 job stopped, 130 interrupted).
+Exit codes: see ``jobs.runs`` (0 ok, 1 job failed or plot not written, 2 usage/config, 3 GPU
+wait timeout, 4 dashboard unreachable, 5 job stopped, 130 interrupted, 129/143 SIGHUP/SIGTERM);
+docs/errors-and-guarantees.md.
 """
 
 from __future__ import annotations
@@ -395,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Exit codes: 0 ok, 1 job failed, 2 usage/config error, "
                                             "3 GPU wait timeout, 4 dashboard unreachable, "
-                                            "5 job stopped, 130 interrupted.")
+                                            "5 job stopped, 130 interrupted (129 SIGHUP, 143 SIGTERM).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("submit", parents=[target, follow], help="submit the next attempt, or attach to the live one")
