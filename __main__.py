@@ -13,6 +13,8 @@ from components.grpo_job import GrpoJob, head_code_files, require_preflight
 from components.gpu_capacity import GpuCapacity
 from components.kuberay import KubeRay
 from components.networks import GpuNetworks
+from components.node_service_account import NodeServiceAccount
+from components.project_services import ProjectServices
 from components.storage import SharedStorage
 from jobs.spec import spec_from_config
 
@@ -23,11 +25,15 @@ spec = spec_from_config(config)
 if config.job.enabled:
     require_preflight(spec)
 
-networks = GpuNetworks("networks", config)
-cluster = GkeCluster("cluster", config, networks)
+# A fresh project: the APIs first; every resource that calls one depends on them.
+apis = ProjectServices("apis", config).services
+networks = GpuNetworks("networks", config, services=apis)
+node_account = NodeServiceAccount("node-sa", config, services=apis)
+cluster = GkeCluster("cluster", config, networks, node_service_account=node_account, services=apis)
 capacity = GpuCapacity("gpu", config, cluster, networks)
 storage = SharedStorage("storage", config, cluster_network=networks.cluster_network,
-                        namespace=cluster.namespace_name, kubernetes_provider=cluster.provider)
+                        namespace=cluster.namespace_name, kubernetes_provider=cluster.provider,
+                        services=apis)
 secrets = pulumi.Config("gke-grpo")
 kuberay = KubeRay("kuberay", config, networks=networks, cluster=cluster, capacity=capacity,
                   storage=storage, hf_token=secrets.require_secret("hfToken"),
@@ -40,13 +46,16 @@ pulumi.export("rdmaNetwork", networks.rdma_network.name)
 pulumi.export("rdmaSubnets", [subnet.name for subnet in networks.rdma_subnets])
 pulumi.export("clusterName", cluster.cluster.name)
 pulumi.export("clusterLocation", cluster.cluster.location)
+pulumi.export("clusterEndpoint", cluster.endpoint)
+pulumi.export("nodeServiceAccount", node_account.email)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("workloadNamespace", cluster.namespace_name)
 pulumi.export("gpuNodePool", capacity.pool_name)
 pulumi.export("gpuPodNodeSelector", capacity.pod_node_selector)
 pulumi.export("getCredentials", pulumi.Output.concat(
     "gcloud container clusters get-credentials ", cluster.cluster.name,
-    " --location ", cluster.cluster.location, " --project ", config.project))
+    " --location ", cluster.cluster.location, " --project ", config.project,
+    " --dns-endpoint" if config.cluster.control_plane_access == "dns" else ""))
 pulumi.export("sharedClaim", storage.claim_name)
 pulumi.export("sharedMountPath", storage.mount_path)
 pulumi.export("workloadServiceAccount", storage.service_account_name)

@@ -5,6 +5,11 @@ Standard: default pool removed, Dataplane V2, multi-networking, Workload Identit
 CSI addon of the configured kind, the Ray addon when KubeRay comes from GKE, a maintenance
 window (plus optional exclusions for long runs), DCGM metrics and managed Prometheus, and a
 non-Spot CPU pool sized for the Ray head. Autopilot: the same addons and networking, no pools.
+
+Both: private nodes (egress through the networks' Cloud NAT), nodes running as their own
+least-privilege service account (never the Compute Engine default), and a control plane reached
+through the DNS-based endpoint with IAM or through the IP endpoint limited to
+masterAuthorizedNetworks (gke-grpo:cluster.controlPlaneAccess; docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
 from components.networks import GpuNetworks
+from components.node_service_account import NodeServiceAccount
 
 HEAD_POOL_NAME = "ray-head"
 # Fields GKE changes on an autoscaled, auto-upgraded pool; set on each pool (not a component).
@@ -26,11 +32,65 @@ AUTOSCALED_POOL_IGNORE_CHANGES = [
     "version",           # auto-upgrade moves it with the release channel
 ]
 ROLE_LABEL = "gke-grpo/role"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# GKE's default monitoring package (system, kube-state, cAdvisor and kubelet metrics) plus DCGM
+# for the GPUs: Cluster Toolkit's gke-cluster module default monitoring_components with its
+# enable_dcgm_monitoring (modules/scheduler/gke-cluster/variables.tf and main.tf @104708037,
+# 2026-06-25). Listing only SYSTEM_COMPONENTS and DCGM would turn the others off.
+MONITORING_COMPONENTS = [
+    "SYSTEM_COMPONENTS", "POD", "DAEMONSET", "DEPLOYMENT", "STATEFULSET", "STORAGE", "HPA",
+    "CADVISOR", "KUBELET", "JOBSET", "DCGM",
+]
 
 
-def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
+def ray_operator_addon(enabled: bool) -> list:
+    """The Ray addon block, always sent. The provider marks ray_operator_config Optional +
+    Computed (google_container_cluster schema, as copied in GoogleCloudPlatform/
+    terraform-google-conversion v7 pkg/.../container/resource_container_cluster: `Optional: true,
+    Computed: true`; pulumi-gcp 10.2.0 bridges that provider): an omitted block keeps whatever
+    the server has, so switching a stack from the addon to Helm would leave the addon running
+    next to the Helm operator. `enabled: false` turns it off."""
+    if not enabled:
+        return [gcp.container.ClusterAddonsConfigRayOperatorConfigArgs(enabled=False)]
+    return [gcp.container.ClusterAddonsConfigRayOperatorConfigArgs(
+        enabled=True,
+        ray_cluster_logging_config=gcp.container.ClusterAddonsConfigRayOperatorConfigRayClusterLoggingConfigArgs(enabled=True),
+        ray_cluster_monitoring_config=gcp.container.ClusterAddonsConfigRayOperatorConfigRayClusterMonitoringConfigArgs(enabled=True),
+    )]
+
+
+def control_plane_access(config: StackConfig) -> dict:
+    """Cluster arguments for the chosen control-plane access; never open to the internet.
+
+    dns: the DNS-based endpoint accepts traffic from outside Google Cloud and IAM decides who
+    connects (container.clusters.connect); the IP endpoint is private (nodes and the VPC only).
+    authorizedNetworks: the public IP endpoint, limited to the listed CIDRs; no external DNS.
+    Private nodes either way. Same shape as Cluster Toolkit's gke-cluster module
+    (private_cluster_config, master_authorized_networks_config, control_plane_endpoints_config;
+    main.tf @104708037)."""
+    dns = config.cluster.control_plane_access == "dns"
+    return dict(
+        private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
+            enable_private_nodes=True, enable_private_endpoint=dns),
+        # The block's presence turns authorized networks on, even with no CIDR (the provider
+        # schema: "the parent with no entries and omitting the parent entirely are
+        # semantically different").
+        master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+            cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                cidr_block=n.cidr_block, display_name=n.display_name)
+                for n in config.cluster.master_authorized_networks],
+            gcp_public_cidrs_access_enabled=False),
+        control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
+            dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
+                allow_external_traffic=dns)),
+    )
+
+
+def kubeconfig(name: str, endpoint: str, ca_certificate: str | None) -> str:
     """A kubeconfig that authenticates through gke-gcloud-auth-plugin (no static credential
-    is ever written into state)."""
+    is ever written into state). ``ca_certificate`` None: the DNS-based endpoint, whose
+    certificate is publicly trusted, so no cluster CA is pinned (as `gcloud container clusters
+    get-credentials --dns-endpoint` writes it)."""
     user = {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1",
@@ -44,7 +104,8 @@ def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": {
-            "server": f"https://{endpoint}", "certificate-authority-data": ca_certificate}}],
+            "server": f"https://{endpoint}",
+            **({"certificate-authority-data": ca_certificate} if ca_certificate else {})}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "current-context": name,
         "users": [{"name": name, "user": user}],
@@ -61,8 +122,16 @@ class GkeCluster(pulumi.ComponentResource):
     head_node_selector: dict[str, str]
 
     def __init__(self, name: str, config: StackConfig, networks: GpuNetworks,
+                 node_service_account: NodeServiceAccount | None = None,
+                 services: list[pulumi.Resource] = (),
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:GkeCluster", name, None, opts)
+        # container.googleapis.com first; nodes boot as their service account once its role is
+        # granted (they write logs and metrics from the start).
+        before = [*services, *(node_service_account.grants if node_service_account else [])]
+        node_sa_email = node_service_account.email if node_service_account else None
+        # GPU pools (GpuCapacity) run as the same account.
+        self.node_service_account_email = node_sa_email
         cluster_config = config.cluster
         storage = config.storage
         lustre = storage.lustre if storage.kind == "lustre" and storage.lustre else None
@@ -75,14 +144,13 @@ class GkeCluster(pulumi.ComponentResource):
                 # One validated choice (gke-grpo:storage.lustre.legacyPort) decides the cluster
                 # port, the instance's gke_support_enabled and the firewall together.
                 enable_legacy_lustre_port=bool(lustre and lustre.legacy_port),
+                # From GKE 1.35.2-gke.1842000 the driver uses every NIC and needs them all in
+                # one VPC; A3 Ultra / A4 nodes have their second gVNIC on another VPC.
+                disable_multi_nic=True if lustre else None,
             ),
             # The GKE Ray addon and the kuberay-operator Helm release must never both run:
             # config validation refuses a Helm chart version next to the addon.
-            ray_operator_configs=[gcp.container.ClusterAddonsConfigRayOperatorConfigArgs(
-                enabled=True,
-                ray_cluster_logging_config=gcp.container.ClusterAddonsConfigRayOperatorConfigRayClusterLoggingConfigArgs(enabled=True),
-                ray_cluster_monitoring_config=gcp.container.ClusterAddonsConfigRayOperatorConfigRayClusterMonitoringConfigArgs(enabled=True),
-            )] if config.kuberay.operator == "addon" else None,
+            ray_operator_configs=ray_operator_addon(config.kuberay.operator == "addon"),
         )
         window = cluster_config.maintenance_window
         maintenance = gcp.container.ClusterMaintenancePolicyArgs(
@@ -111,7 +179,6 @@ class GkeCluster(pulumi.ComponentResource):
                 cluster_secondary_range_name=networks.pod_range_name,
                 services_secondary_range_name=networks.service_range_name,
             ),
-            datapath_provider="ADVANCED_DATAPATH",
             enable_multi_networking=True,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=cluster_config.release_channel),
             min_master_version=cluster_config.min_master_version,
@@ -120,16 +187,26 @@ class GkeCluster(pulumi.ComponentResource):
             addons_config=addons,
             maintenance_policy=maintenance,
             monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
-                enable_components=["SYSTEM_COMPONENTS", "DCGM"],
+                enable_components=MONITORING_COMPONENTS,
                 managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True),
             ),
             deletion_protection=config.deletion_protection,
             resource_labels={"gke-grpo-stack": config.stack, "gke-grpo-environment": config.environment},
+            **control_plane_access(config),
         )
         if config.autopilot:
             self.cluster = gcp.container.Cluster(
                 f"{name}", enable_autopilot=True, **common,
-                opts=pulumi.ResourceOptions(parent=self),
+                # Autopilot's nodes run as this account (never the Compute Engine default).
+                # No datapath_provider: Autopilot always runs Dataplane V2, and Google's own
+                # Terraform module removed the field from its Autopilot modules
+                # (terraform-google-modules/terraform-google-kubernetes-engine ea012f5c5,
+                # 2023-02-03, "fix: remove datapath provider from Autopilot modules (#1556)").
+                cluster_autoscaling=gcp.container.ClusterClusterAutoscalingArgs(
+                    auto_provisioning_defaults=gcp.container.ClusterClusterAutoscalingAutoProvisioningDefaultsArgs(
+                        service_account=node_sa_email, oauth_scopes=[CLOUD_PLATFORM_SCOPE]),
+                ) if node_sa_email is not None else None,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=before),
             )
         else:
             self.cluster = gcp.container.Cluster(
@@ -137,9 +214,15 @@ class GkeCluster(pulumi.ComponentResource):
                 # The default pool is created then removed: every pool is explicit.
                 remove_default_node_pool=True,
                 initial_node_count=1,
+                datapath_provider="ADVANCED_DATAPATH",
+                # The short-lived default pool too runs as the nodes' account, not the Compute
+                # Engine default (which an organisation policy may have disabled).
+                node_config=gcp.container.ClusterNodeConfigArgs(
+                    service_account=node_sa_email, oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                ) if node_sa_email is not None else None,
                 **common,
                 opts=pulumi.ResourceOptions(
-                    parent=self,
+                    parent=self, depends_on=before,
                     ignore_changes=[
                         # Describes the removed default pool; diffs on it are noise.
                         "nodeConfig",
@@ -171,7 +254,8 @@ class GkeCluster(pulumi.ComponentResource):
                     spot=False,
                     gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True),
                     labels={ROLE_LABEL: "ray-head"},
-                    oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+                    service_account=node_sa_email,
+                    oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                     workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                         mode="GKE_METADATA"),
                 ),
@@ -179,9 +263,17 @@ class GkeCluster(pulumi.ComponentResource):
             )
             self.head_node_selector = {"cloud.google.com/gke-nodepool": HEAD_POOL_NAME}
 
-        ca_certificate = self.cluster.master_auth.apply(lambda auth: auth.cluster_ca_certificate)
+        if config.cluster.control_plane_access == "dns":
+            # The IP endpoint is private: Pulumi, kubectl and reviewers use the DNS endpoint.
+            endpoint = self.cluster.control_plane_endpoints_config.apply(
+                lambda endpoints: endpoints.dns_endpoint_config.endpoint)
+            ca_certificate = pulumi.Output.from_input(None)
+        else:
+            endpoint = self.cluster.endpoint
+            ca_certificate = self.cluster.master_auth.apply(lambda auth: auth.cluster_ca_certificate)
+        self.endpoint = endpoint
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(
-            self.cluster.name, self.cluster.endpoint, ca_certificate,
+            self.cluster.name, endpoint, ca_certificate,
         ).apply(lambda parts: kubeconfig(f"gke_{config.project}_{config.region}_{parts[0]}", parts[1], parts[2])))
         self.provider = k8s.Provider(
             f"{name}-kubernetes",
@@ -202,7 +294,7 @@ class GkeCluster(pulumi.ComponentResource):
 
         self.register_outputs({
             "cluster_name": self.cluster.name,
-            "endpoint": self.cluster.endpoint,
+            "endpoint": self.endpoint,
             "kubeconfig": self.kubeconfig,
             "namespace": self.namespace_name,
         })

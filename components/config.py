@@ -81,6 +81,10 @@ MACHINE_SHAPES: dict[str, MachineShape] = {
 
 DEFAULT_KUBERAY_CHART_VERSION = "1.7.0"
 SUPPORTED_KUBERAY_CHARTS = ((1, 6, 0), (1, 8, 0))  # [from, to)
+# The KubeRay CRDs are vendored per chart version (data/kuberay-crds/v<version>/, copied from
+# ray-project/kuberay helm-chart/kuberay-operator/crds/ at tag v<version>) and applied from
+# those files: `pulumi up` fetches nothing. A chart version needs its CRDs vendored first.
+KUBERAY_CRD_DIR = "data/kuberay-crds"
 
 # Predefined Compute Engine shapes: GiB of memory per vCPU for <family>-<kind>-<vCPUs>.
 _MEMORY_PER_VCPU = {
@@ -100,6 +104,10 @@ def predefined_machine(machine_type: str) -> Optional[tuple[int, float]]:
         return None
     vcpus = int(match.group(3))
     return vcpus, vcpus * _MEMORY_PER_VCPU[(match.group(1), match.group(2))]
+# A current GKE minor for both stacks: third-party end-of-life listings give 2026-10-01 for
+# 1.34 and Cluster Toolkit's gke-a4 / gke-a3-ultragpu blueprints pin version_prefix "1.35."
+# (GoogleCloudPlatform/cluster-toolkit examples/gke-a4/gke-a4.yaml @104708037, 2026-06-25).
+DEFAULT_GKE_MINOR = "1.35"
 PROVISIONING_MODELS = ("reservation", "spot", "flex-start")
 # Flex-start node pools serve ordinary pending GPU pods from this version on.
 FLEX_START_MIN_GKE_VERSION = "1.32.2-gke.1652000"
@@ -280,14 +288,24 @@ class HeadPool(_Area):
     disk_size_gb: int = Field(200, ge=50, le=65536)
 
 
+class AuthorizedNetwork(_Area):
+    cidr_block: str
+    display_name: str
+
+
 class ClusterConfig(_Area):
     name: str
     mode: Literal["autopilot", "standard"]
     zone: str
     release_channel: Literal["RAPID", "REGULAR", "STABLE"] = "REGULAR"
-    # A GKE version or version prefix ("1.33", "1.33.5-gke.1308000") passed as
+    # A GKE version or version prefix ("1.35", "1.35.1-gke.1396000") passed as
     # min_master_version; also decides the Kubernetes minor that manifests are validated for.
-    min_master_version: str = "1.33"
+    min_master_version: str = DEFAULT_GKE_MINOR
+    # How kubectl, Pulumi and reviewers reach the control plane (docs/deploy.md): "dns" = the
+    # DNS-based endpoint, authorized by IAM (container.clusters.connect), IP endpoints off;
+    # "authorizedNetworks" = the IP endpoint, open only to masterAuthorizedNetworks.
+    control_plane_access: Literal["dns", "authorizedNetworks"] = "dns"
+    master_authorized_networks: tuple[AuthorizedNetwork, ...] = ()
     maintenance_window: MaintenanceWindow = MaintenanceWindow()
     maintenance_exclusions: tuple[MaintenanceExclusion, ...] = ()
     head_pool: Optional[HeadPool] = None
@@ -329,13 +347,21 @@ class NetworkConfig(_Area):
     # Cluster Toolkit's value for A3 Ultra / A4 RoCE networks: jumbo frames for RDMA.
     rdma_mtu: int = Field(8896, ge=1300, le=8896)
     gvnic_mtu: int = Field(8896, ge=1300, le=8896)
+    # Jumbo frames on the cluster VPC too: Lustre traffic and NCCL's bootstrap use eth0
+    # (Google's Managed Lustre docs report ~10% more throughput with MTU 8896).
+    cluster_mtu: int = Field(8896, ge=1300, le=8896)
+    # The private-services-access range Managed Lustre takes its addresses from (a /24 per
+    # instance); explicit so it is checked disjoint from every other range of the stack.
+    lustre_peering_cidr: str = "10.96.0.0/20"
 
 
 class GcsStorage(_Area):
     bucket_name: Optional[str] = None
     hierarchical_namespace: bool = True
     # Default: "<cluster name>-<project>" (the tutorial's naming, unique per project).
-    soft_delete_retention_days: int = 7
+    # Omitted: 0 (off) in dev, where rotated checkpoints would otherwise stay billed for 7
+    # days after deletion; 7 in prod (StackConfig.soft_delete_retention_days).
+    soft_delete_retention_days: Optional[int] = None
     skip_bucket_access_check: bool = False
     file_cache_size_gib: int = Field(500, ge=0)
     metadata_cache_ttl_seconds: int = Field(600, ge=-1)
@@ -352,7 +378,8 @@ class LustreStorage(_Area):
     filesystem: str = "lustrefs"
     capacity_gib: int = 18_000
     throughput_tier: int = 500
-    peering_prefix_length: int = 20
+    # Replaced by network.lustrePeeringCidr (its prefix length); refused when set.
+    peering_prefix_length: Optional[int] = None
     # True: the legacy LNet port 6988 on the cluster's Lustre CSI driver, the instance created
     # with gke_support_enabled, and the firewall opening 6988 - one choice, applied to all three.
     legacy_port: bool = False
@@ -367,6 +394,10 @@ class StorageConfig(_Area):
 class HeadResources(_Area):
     cpu: int = Field(12, ge=2)
     memory_gib: int = Field(48, ge=4)
+    # Requested explicitly: Autopilot's default is 1 GiB. Omitted: 50 on Standard; 5 on
+    # Autopilot, whose general-purpose pods get at most 10 GiB (sidecar included), so there the
+    # head's /tmp/ray is a disk-backed generic ephemeral volume instead (components/kuberay.py).
+    ephemeral_storage_gib: Optional[int] = Field(None, ge=1)
 
 
 class WorkerResources(_Area):
@@ -374,6 +405,9 @@ class WorkerResources(_Area):
     cpu: Optional[int] = Field(None, ge=1)
     memory_gib: Optional[int] = Field(None, ge=1)
     shm_gib: int = Field(250, ge=1)
+    # /tmp and /tmp/ray (Ray spilling, runtime envs, vLLM and torch compile caches) on the
+    # node's local SSD; requested explicitly (Autopilot's default is 1 GiB).
+    ephemeral_storage_gib: int = Field(1000, ge=10)
 
 
 class KubeRayConfig(_Area):
@@ -395,7 +429,10 @@ class JobConfig(_Area):
     attempt: int = Field(1, ge=1)
     experiment_name: str
     model: str = "Qwen/Qwen2.5-32B-Instruct"
+    # Hugging Face Hub commit shas (40 hex): optional, a warning says when absent.
+    model_revision: Optional[str] = None
     dataset: Literal["gsm8k"] = "gsm8k"
+    dataset_revision: Optional[str] = None
     generations_per_prompt: int = 8
     prompts_per_step: int = 256
     mini_batch_size: int = 256
@@ -421,6 +458,18 @@ class JobConfig(_Area):
     # can take a while to arrive).
     gpu_wait_seconds: int = Field(1800, ge=60)
     extra_overrides: tuple[str, ...] = ()
+    # Training-side parallelism (jobs/render.py maps each to the framework's key; preflight
+    # refuses one a framework does not have).
+    training_tensor_parallel_size: int = 1      # NeMo RL policy.dtensor_cfg.tensor_parallel_size
+    sequence_parallel: bool = False             # NeMo RL policy.dtensor_cfg.sequence_parallel
+    activation_checkpointing: bool = True       # NeMo RL dtensor_cfg / verl model gradient ckpt
+    ulysses_sequence_parallel_size: int = 1     # verl actor.ulysses_sequence_parallel_size
+    dynamic_batch_size: bool = False            # verl actor.use_dynamic_bsz / NeMo RL dynamic_batching
+    max_tokens_per_gpu: Optional[int] = None    # verl ppo_max_token_len_per_gpu (dynamic batch size)
+    sequence_packing: bool = True               # NeMo RL sequence_packing / verl use_remove_padding
+    # What preflight does with a GPU-memory estimate above 100 % (jobs/memory_plan.py):
+    # refuse (enforce) or only warn (warn). Not part of the run's identity.
+    memory_check: Literal["enforce", "warn"] = "enforce"
 
 
 AREAS: dict[str, type[_Area]] = {
@@ -512,6 +561,34 @@ class StackConfig:
             return None
         gcs = self.storage.gcs or GcsStorage()
         return gcs.bucket_name or self.names.bucket(self.project)
+
+    @property
+    def head_ephemeral_storage_gib(self) -> int:
+        head = self.kuberay.head.ephemeral_storage_gib
+        if head is not None:
+            return head
+        return 5 if self.autopilot else 50
+
+    @property
+    def soft_delete_retention_days(self) -> int:
+        """The checkpoint bucket's soft-delete retention: configured, else off in dev (rotated
+        checkpoints would stay billed for the retention period) and 7 days in prod."""
+        gcs = self.storage.gcs or GcsStorage()
+        if gcs.soft_delete_retention_days is not None:
+            return gcs.soft_delete_retention_days
+        return 7 if self.is_prod else 0
+
+    @property
+    def lustre_peering_prefix_length(self) -> int:
+        return ipaddress.IPv4Network(self.network.lustre_peering_cidr).prefixlen
+
+    @property
+    def lustre_peering_address(self) -> str:
+        return str(ipaddress.IPv4Network(self.network.lustre_peering_cidr).network_address)
+
+    @property
+    def node_service_account_id(self) -> str:
+        return self.names.node_service_account
 
     @property
     def lustre_instance_id(self) -> Optional[str]:
@@ -608,6 +685,19 @@ class ResourceNames:
         return f"{self.cluster}-pods"
 
     @property
+    def node_service_account(self) -> str:
+        """The GKE nodes' own service account id (6-30 characters: the cluster name is cut)."""
+        return f"{self.cluster[:23].rstrip('-')}-nodes"
+
+    @property
+    def router(self) -> str:
+        return f"{self.cluster}-router"
+
+    @property
+    def nat(self) -> str:
+        return f"{self.cluster}-nat"
+
+    @property
     def service_range(self) -> str:
         return f"{self.cluster}-services"
 
@@ -615,7 +705,7 @@ class ResourceNames:
         names = [
             self.cluster_network, self.cluster_subnet, self.gvnic_network, self.gvnic_subnet,
             self.gvnic_firewall, self.rdma_network, self.pod_range, self.service_range,
-            self.lustre_range, self.lustre_firewall, self.lustre_instance,
+            self.lustre_range, self.lustre_firewall, self.lustre_instance, self.router, self.nat,
         ]
         return names + [self.rdma_subnet(i) for i in range(self.rdma_nics)]
 
@@ -878,6 +968,32 @@ class _Rules:
         if c.head_pool is not None and c.head_pool.min_nodes > c.head_pool.max_nodes:
             self.add("cluster.headPool.minNodes", c.head_pool.min_nodes,
                      f"at most headPool.maxNodes ({c.head_pool.max_nodes})")
+        self._check_control_plane_access()
+
+    def _check_control_plane_access(self) -> None:
+        """The control plane is never open to the internet by default: the DNS-based endpoint
+        (IAM decides who connects) or the IP endpoint limited to named networks."""
+        c = self.cluster
+        networks = c.master_authorized_networks
+        if c.control_plane_access == "dns" and networks:
+            self.add("cluster.masterAuthorizedNetworks",
+                     [n.model_dump(by_alias=True) for n in networks],
+                     'only with cluster.controlPlaneAccess "authorizedNetworks": with "dns" the IP '
+                     "endpoints are off and IAM (container.clusters.connect) decides who connects")
+        if c.control_plane_access == "authorizedNetworks" and not networks:
+            self.add("cluster.masterAuthorizedNetworks", [], 'at least one {"cidrBlock": '
+                     '"203.0.113.0/24", "displayName": "office"} with controlPlaneAccess '
+                     '"authorizedNetworks" (or use controlPlaneAccess "dns")')
+        for i, network in enumerate(networks):
+            key = f"cluster.masterAuthorizedNetworks[{i}].cidrBlock"
+            try:
+                net = ipaddress.IPv4Network(network.cidr_block, strict=True)
+            except ValueError as err:
+                self.add(key, network.cidr_block, f"an IPv4 CIDR such as 203.0.113.0/24 ({err})")
+                continue
+            if net.prefixlen == 0:
+                self.add(key, network.cidr_block, "a range narrower than 0.0.0.0/0: that would "
+                         "open the control plane to the whole internet")
 
     # ---- gpu --------------------------------------------------------------------------------
     def _check_gpu(self) -> None:
@@ -966,9 +1082,13 @@ class _Rules:
             if max_nodes < g.nodes:
                 self.add("gpu.maxNodes", max_nodes, f"at least gpu.nodes ({g.nodes}): the run "
                          "needs that many nodes at once")
-            if g.compact_placement and model == "flex-start":
-                self.add("gpu.compactPlacement", True, "false with flex-start (GKE does not "
-                         "combine compact placement with flex-start provisioning)")
+            # Compact placement with flex-start is allowed: Cluster Toolkit's gke-node-pool
+            # precondition supports it on A3 Ultra, A4 and H4D (modules/compute/gke-node-pool/
+            # main.tf @104708037, 2026-06-25), the only machines this program deploys.
+            if model == "flex-start" and min_nodes > 0:
+                self.add("gpu.minNodes", min_nodes, "0 (or omitted) with flex-start: a minimum "
+                         "would hold a granted node, and pay for it, for up to 7 days "
+                         "(maxRunDurationSeconds) with nothing running on it")
 
     # ---- network ----------------------------------------------------------------------------
     def _check_network(self) -> None:
@@ -980,10 +1100,14 @@ class _Rules:
         for key, value in (("network.clusterSubnetCidr", n.cluster_subnet_cidr),
                            ("network.podCidr", n.pod_cidr),
                            ("network.serviceCidr", n.service_cidr),
-                           ("network.gvnicSubnetCidr", n.gvnic_subnet_cidr)):
+                           ("network.gvnicSubnetCidr", n.gvnic_subnet_cidr),
+                           ("network.lustrePeeringCidr", n.lustre_peering_cidr)):
             parsed = self._cidr(key, value)
             if parsed:
                 ranges.append((key, parsed))
+            if parsed and key == "network.lustrePeeringCidr" and not 8 <= parsed.prefixlen <= 24:
+                self.add(key, value, "a prefix between /8 and /24 (private service access gives "
+                         "each Lustre instance a /24)")
         if len(n.rdma_subnet_cidrs) != nics:
             self.add("network.rdmaSubnetCidrs", list(n.rdma_subnet_cidrs),
                      f"exactly {nics} CIDRs: one subnet per RDMA NIC of {shape.machine_type}")
@@ -1037,7 +1161,8 @@ class _Rules:
                      what + "3-63 characters: lowercase letters, digits, hyphens, underscores "
                      "and dots, starting and ending with a letter or digit, not starting with "
                      '"goog" nor containing "google"')
-        if gcs.soft_delete_retention_days not in range(7, 91) and gcs.soft_delete_retention_days != 0:
+        if gcs.soft_delete_retention_days is not None and \
+                gcs.soft_delete_retention_days not in range(7, 91) and gcs.soft_delete_retention_days != 0:
             self.add("storage.gcs.softDeleteRetentionDays", gcs.soft_delete_retention_days,
                      "0 (soft delete off) or 7-90 days (Cloud Storage's allowed range)")
         if gcs.metadata_cache_ttl_seconds == 0:
@@ -1081,9 +1206,10 @@ class _Rules:
                 len(lustre.instance_id) > 63 or not _RFC1035.match(lustre.instance_id)):
             self.add("storage.lustre.instanceId", lustre.instance_id, "1-63 characters: lowercase "
                      "letters, digits and hyphens, starting with a letter")
-        if not 8 <= lustre.peering_prefix_length <= 24:
+        if lustre.peering_prefix_length is not None:
             self.add("storage.lustre.peeringPrefixLength", lustre.peering_prefix_length,
-                     "between 8 and 24 (private service access gives each Lustre instance a /24)")
+                     "not used any more: the private-services range is network.lustrePeeringCidr "
+                     '(for example "10.96.0.0/20"), checked disjoint from every other range')
         version = self.cluster.min_master_version if self.cluster else None
         if version and _GKE_VERSION.match(version):
             if not version_at_least(version, LUSTRE_CSI_MIN_GKE_VERSION):
@@ -1130,6 +1256,14 @@ class _Rules:
             self.add("kuberay.helmChartVersion", version, "a kuberay-operator 1.6.x or 1.7.x chart: the "
                      "program installs RayCronJob's CRD (1.6.0+) and its RayCluster/RayJob are "
                      "validated against the 1.7.0 CRD schemas")
+            return
+        from components.kuberay_crds import vendored_chart_versions
+        vendored = vendored_chart_versions()
+        if version not in vendored:
+            self.add("kuberay.helmChartVersion", version, "a chart version whose CRDs are vendored "
+                     f"under {KUBERAY_CRD_DIR}/ (" + ", ".join(vendored) + "): the CRDs are applied "
+                     "from the repository, never fetched at `pulumi up`; vendor "
+                     "helm-chart/kuberay-operator/crds/*.yaml of that tag first")
 
     def _check_image(self) -> None:
         from components.versions import image_reference_problem, load_versions
@@ -1179,13 +1313,75 @@ class _Rules:
             self.add("kuberay.worker.memoryGib", worker.memory_gib, f"at most {max_memory}: "
                      f"{shape.machine_type} has ~{shape.allocatable_memory_gib:.0f} GiB allocatable "
                      f"and GKE's system DaemonSets need ~{SYSTEM_RESERVE_MEMORY_GIB} GiB{sidecar_note}")
+        if self.cluster is not None and self.cluster.mode == "autopilot":
+            self._check_autopilot_worker_pod(shape)
         memory = worker.memory_gib or max_memory
         if worker.shm_gib >= memory:
             self.add("kuberay.worker.shmGib", worker.shm_gib, f"less than the worker's memory "
                      f"({memory} GiB): /dev/shm is memory the worker's limit counts")
 
+    def _check_autopilot_worker_pod(self, shape: "MachineShape") -> None:
+        """The GPU worker pod as a whole (Ray container + gcsfuse sidecar) within Autopilot's
+        per-pod maximum for its GPU shape (data/autopilot-gpu-limits.yaml): Autopilot rejects a
+        pod above it."""
+        from components.autopilot_limits import pod_limit_for
+        from components.storage import gcsfuse_sidecar_limits
+
+        limit = pod_limit_for(shape.gpu_type, shape.gpus)
+        if limit is None:
+            self.add("gpu.type", shape.gpu_type, f"a GPU type with {shape.gpus} GPUs in Autopilot's "
+                     "per-pod maximums (data/autopilot-gpu-limits.yaml)")
+            return
+        worker = self.kuberay.worker
+        sidecar_cpu = sidecar_memory = sidecar_storage = 0.0
+        if self.storage is not None and self.storage.kind == "gcs":
+            try:
+                limits = gcsfuse_sidecar_limits(self.storage.gcs or GcsStorage(), True)
+                sidecar_cpu, sidecar_memory = limits.budget()
+                sidecar_storage = quantity_bytes(limits.ephemeral_storage) / 2**30
+            except ValueError:
+                return  # reported by _check_gcs
+        # Omitted CPU and memory are sized to fit by components/kuberay.py (worker_resources);
+        # what the config states explicitly is checked.
+        asked = {
+            "kuberay.worker.cpu": (worker.cpu, sidecar_cpu, limit.cpu, "CPUs"),
+            "kuberay.worker.memoryGib": (worker.memory_gib, sidecar_memory, limit.memory_gib,
+                                         "GiB of memory"),
+            "kuberay.worker.ephemeralStorageGib": (worker.ephemeral_storage_gib, sidecar_storage,
+                                                   limit.ephemeral_storage_gib,
+                                                   "GiB of ephemeral storage"),
+        }
+        for key, (value, sidecar, maximum, what) in asked.items():
+            total = None if value is None else value + sidecar
+            if total is not None and total > maximum:
+                self.add(key, _lookup(worker.model_dump(by_alias=True), (key.rsplit(".", 1)[1],)),
+                         f"a GPU worker pod of at most {maximum:g} {what} on Autopilot "
+                         f"({shape.gpus} x {shape.gpu_type}, {limit.source}); this pod asks "
+                         f"{total:g} including the gcsfuse sidecar")
+
+    def _check_autopilot_head_pod(self) -> None:
+        """The head pod's ephemeral storage (container + gcsfuse sidecar) within Autopilot's
+        general-purpose per-pod maximum (data/autopilot-gpu-limits.yaml)."""
+        from components.autopilot_limits import general_purpose_ephemeral_storage_gib
+        from components.storage import HEAD_SIDECAR_AUTOPILOT
+
+        asked = self.kuberay.head.ephemeral_storage_gib
+        if asked is None:
+            return
+        sidecar = 0.0
+        if self.storage is not None and self.storage.kind == "gcs":
+            sidecar = quantity_bytes(HEAD_SIDECAR_AUTOPILOT.ephemeral_storage) / 2**30
+        maximum = general_purpose_ephemeral_storage_gib()
+        if asked + sidecar > maximum:
+            self.add("kuberay.head.ephemeralStorageGib", asked, f"at most {maximum - sidecar:g} on "
+                     f"Autopilot: a pod without local SSD gets at most {maximum:g} GiB of ephemeral "
+                     f"storage{' and the gcsfuse sidecar takes %g' % sidecar if sidecar else ''}; "
+                     "/tmp/ray is on its own disk-backed volume there")
+
     def _check_head(self) -> None:
         """The head's requests fit its Standard pool's machine (plus a small sidecar)."""
+        if self.cluster is not None and self.cluster.mode == "autopilot" and self.kuberay is not None:
+            self._check_autopilot_head_pod()
         if self.cluster is None or self.cluster.mode != "standard" or self.kuberay is None:
             return
         pool = self.cluster.head_pool or HeadPool()
@@ -1215,6 +1411,11 @@ class _Rules:
         if (j.total_steps is None) == (j.total_epochs is None):
             self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "
                      "job.totalEpochs")
+        for key, revision in (("job.modelRevision", j.model_revision),
+                              ("job.datasetRevision", j.dataset_revision)):
+            if revision is not None and not re.match(r"^[0-9a-f]{40}$", revision):
+                self.add(key, revision, "a Hugging Face Hub commit sha: 40 lower-case hex "
+                         "characters (the model or dataset page, 'Files and versions', History)")
 
 
 def read_pulumi_config() -> tuple[dict[str, Any], set[str]]:

@@ -21,6 +21,7 @@ from typing import Any, Optional
 import yaml
 
 from components.config import LustreStorage, StackConfig
+from jobs.run_cost import hourly_rate, parse_price_table
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.yaml"
 
@@ -39,19 +40,10 @@ def estimate_cost(config: StackConfig, prices: Optional[dict[str, Any]] = None) 
     machine = prices["machines"][config.machine_type]
     model = config.gpu.provisioning_model
     nodes = config.gpu.nodes
-    on_demand = machine["on_demand_per_hour"]
-    if model == "spot":
-        rate, source, bound = machine["spot_per_hour"], machine["spot_source"], "list price"
-    elif model == "flex-start":
-        rate, source = machine["flex_start_per_hour"], machine["flex_start_source"]
-        bound = "list price"
-        if rate is None and on_demand is not None:
-            rate, bound = on_demand, "upper bound: the on-demand rate (flex-start is billed at a discount)"
-    else:
-        rate, source = on_demand, machine["on_demand_source"]
-        bound = "upper bound: the on-demand rate (reservation discounts not sourced)"
-    if not machine["whole_machine"] and rate is not None:
-        bound = "lower bound: the GPUs only (the host vCPU and memory price was not found)"
+    # The rate choice is shared with the run's actual cost (jobs/run_cost.py, job side).
+    chosen = hourly_rate(parse_price_table({**prices, "machines": {config.machine_type: machine}})
+                         .machines[config.machine_type], model)
+    rate, source, bound = chosen.per_node_hour, chosen.source, chosen.basis
     hourly = None if rate is None else rate * nodes
     deadline_hours = config.job.active_deadline_seconds / 3600
     semantics = {
@@ -72,7 +64,7 @@ def estimate_cost(config: StackConfig, prices: Optional[dict[str, Any]] = None) 
         "semantics": semantics,
         "hourlyPerNode": _money(rate),
         "hourlyGpuCapacity": _money(hourly),
-        "rateBasis": bound if rate is not None else "unknown: no sourced price",
+        "rateBasis": bound,
         "rateSource": source,
         "runHoursUpperBound": round(deadline_hours, 2),
         ("committedCostOverRunDeadline" if model == "reservation" else "runCostUpperBound"):

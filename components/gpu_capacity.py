@@ -12,11 +12,21 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from components.cluster import AUTOSCALED_POOL_IGNORE_CHANGES, ROLE_LABEL, GkeCluster
+from components.cluster import (
+    AUTOSCALED_POOL_IGNORE_CHANGES, CLOUD_PLATFORM_SCOPE, ROLE_LABEL, GkeCluster,
+)
 from components.config import StackConfig
 from components.networks import GpuNetworks
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# GKE adds this taint by itself only when a GPU pool joins a cluster that already has a non-GPU
+# pool; stated explicitly, as Cluster Toolkit's gke-node-pool does (gpu_taint, main.tf
+# @104708037), so CPU pods never land on a GPU node whatever the creation order.
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+# ForceNew and echoed back differently by GKE: a diff here would rebuild a reserved pool in the
+# middle of a run. Cluster Toolkit ignores it for the same reason (gke-node-pool main.tf
+# lifecycle.ignore_changes, "tied to machine types").
+GPU_POOL_IGNORE_CHANGES = [*AUTOSCALED_POOL_IGNORE_CHANGES, "nodeConfig.ephemeralStorageLocalSsdConfig"]
 
 
 def reservation_value(config: StackConfig) -> str:
@@ -33,16 +43,21 @@ def reservation_value(config: StackConfig) -> str:
 
 def gpu_pod_placement(config: StackConfig, pool_name: str | None) -> tuple[dict[str, str], list[dict]]:
     """Node selector and tolerations for a GPU pod. Every value is a string: the API rejects
-    the tutorial's integer `gke-accelerator-count: 8` (tutorial defect 2)."""
-    selector = {
-        "cloud.google.com/gke-accelerator": config.gpu.type,
-        "cloud.google.com/gke-accelerator-count": str(config.gpus_per_node),
-    }
+    the tutorial's integer `gke-accelerator-count: 8` (tutorial defect 2).
+
+    Standard: the pool itself (gke-accelerator-count is an Autopilot provisioning label, not
+    one a Standard node carries). Autopilot: the count, local-SSD ephemeral storage (Ray's
+    /tmp, spilling and caches; GKE "Autopilot local SSD") and the zone of the RoCE network
+    profile the RDMA VPC was created with."""
+    selector = {"cloud.google.com/gke-accelerator": config.gpu.type}
     tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     model = config.gpu.provisioning_model
     if pool_name is not None:
         selector["cloud.google.com/gke-nodepool"] = pool_name
     else:
+        selector["cloud.google.com/gke-accelerator-count"] = str(config.gpus_per_node)
+        selector["cloud.google.com/gke-ephemeral-storage-local-ssd"] = "true"
+        selector["topology.kubernetes.io/zone"] = config.zone
         # Autopilot consumes reservations only for the Accelerator compute class.
         selector["cloud.google.com/compute-class"] = "Accelerator"
         if model == "reservation":
@@ -152,13 +167,15 @@ class GpuCapacity(pulumi.ComponentResource):
                 ephemeral_storage_local_ssd_config=gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
                     local_ssd_count=32),
                 labels={ROLE_LABEL: "gpu-worker"},
-                oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+                taints=[gcp.container.NodePoolNodeConfigTaintArgs(**GPU_TAINT)],
+                service_account=cluster.node_service_account_email,
+                oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                 workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                     mode="GKE_METADATA"),
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[networks.gvnic_subnet, *networks.rdma_subnets],
-                ignore_changes=AUTOSCALED_POOL_IGNORE_CHANGES,
+                ignore_changes=GPU_POOL_IGNORE_CHANGES,
             ),
         )

@@ -19,6 +19,8 @@ import pulumi_kubernetes as k8s
 from components.cluster import GkeCluster
 from components.config import StackConfig
 from components.gpu_capacity import GpuCapacity
+from components.head_credentials import head_secret_env, hf_token_file_volume
+from components.kuberay_crds import crd_files
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.networks import GpuNetworks
 from components.storage import SharedStorage
@@ -27,15 +29,23 @@ from components.versions import ImageRow, load_versions
 KUBERAY_HELM_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
 HELM_OPERATOR_NAMESPACE = "kuberay-system"
 # The CRDs of a KubeRay release, applied server-side (they exceed the 256 KiB client-side
-# annotation limit) by the provider at deploy time. Helm installs CRDs only once and never
-# upgrades them, so the Helm release skips them and these follow the chart version instead.
-# Source: ray-project/kuberay helm-chart/kuberay-operator/crds/ (read 2026-12-01).
-KUBERAY_CRDS = ("rayclusters", "rayjobs", "rayservices", "raycronjobs")
-KUBERAY_CRD_URL = ("https://raw.githubusercontent.com/ray-project/kuberay/v{version}/"
-                   "helm-chart/kuberay-operator/crds/ray.io_{plural}.yaml")
+# annotation limit) from the copies vendored in the repository (components/kuberay_crds.py):
+# nothing is fetched at `pulumi up`. Helm installs CRDs only once and never upgrades them, so
+# the Helm release skips them and these follow the chart version instead.
 
 # Ray ports: GCS, dashboard (and Jobs API), client, metrics.
 GCS_PORT, DASHBOARD_PORT, CLIENT_PORT, METRICS_PORT = 6379, 8265, 10001, 8080
+# KubeRay's default name for the head's GCS port (ray-operator/controllers/ray/utils/
+# constant.go GcsServerPortName @v1.7.0): the head service and clients look it up by name.
+GCS_PORT_NAME = "gcs-server"
+# The RayJob submitter pod's label (its template is built by the run-driver branch, issue 11;
+# notes/INTERFACES.md "Labels"): the only pod besides the operator admitted to the dashboard.
+SUBMITTER_LABELS = {"gke-grpo/role": "rayjob-submitter"}
+# Managed Prometheus's collectors run in gke-gmp-system on current GKE (not gmp-system).
+MANAGED_PROMETHEUS_NAMESPACE = "gke-gmp-system"
+# Ray's scratch space: logs, object spilling, runtime-env installs (head and workers) and the
+# workers' /tmp (vLLM and torch compile caches), on emptyDirs counted as ephemeral storage.
+RAY_TMP, TMP = "/tmp/ray", "/tmp"
 # Token authentication: KubeRay >= 1.6.0 with rayVersion >= 2.52.0 (shared/reference/
 # pulumi-and-kuberay.md; Ray docs "kuberay-auth", read 2026-12-01).
 TOKEN_AUTH_MIN_KUBERAY = (1, 6, 0)
@@ -81,7 +91,55 @@ def worker_resources(config: StackConfig, sidecar_cpu: float = 0, sidecar_memory
     cpu = worker.cpu or math.floor(shape.allocatable_cpu - SYSTEM_RESERVE_CPU - sidecar_cpu)
     memory = worker.memory_gib or math.floor(
         shape.allocatable_memory_gib - SYSTEM_RESERVE_MEMORY_GIB - sidecar_memory_gib)
+    if config.autopilot:
+        cpu, memory = _fit_autopilot_pod(config, cpu, memory, sidecar_cpu, sidecar_memory_gib,
+                                         explicit=(worker.cpu is not None, worker.memory_gib is not None))
     return WorkerResources(cpu=cpu, memory_gib=memory, shm_gib=worker.shm_gib)
+
+
+def _fit_autopilot_pod(config: StackConfig, cpu: int, memory: int, sidecar_cpu: float,
+                       sidecar_memory_gib: float, explicit: tuple[bool, bool]) -> tuple[int, int]:
+    """Default worker sizes shrunk to Autopilot's per-pod maximum for the GPU shape, sidecar
+    included (configured sizes above it are refused by the config rules instead)."""
+    from components.autopilot_limits import pod_limit_for
+
+    limit = pod_limit_for(config.gpu.type, config.gpus_per_node)
+    if limit is None:
+        return cpu, memory
+    if not explicit[0]:
+        cpu = min(cpu, math.floor(limit.cpu - sidecar_cpu))
+    if not explicit[1]:
+        memory = min(memory, math.floor(limit.memory_gib - sidecar_memory_gib))
+    return cpu, memory
+
+
+# Autopilot head: /tmp/ray on a generic ephemeral volume (a pd-balanced disk created and deleted
+# with the pod) instead of node ephemeral storage, which Autopilot caps at 10 GiB per pod there.
+HEAD_RAY_TMP_DISK_GIB = 100
+HEAD_RAY_TMP_STORAGE_CLASS = "standard-rwo"
+
+
+def ray_scratch_volumes(workers: bool, on_disk: bool = False) -> tuple[list[dict], list[dict]]:
+    """Ray's scratch space: /tmp/ray on head and workers, /tmp on workers; emptyDirs, or for
+    ``on_disk`` a generic ephemeral volume at /tmp/ray."""
+    volumes = [{"name": "ray-tmp", "emptyDir": {}}]
+    if on_disk:
+        volumes = [{"name": "ray-tmp", "ephemeral": {"volumeClaimTemplate": {
+            "metadata": {"labels": {"app.kubernetes.io/part-of": "gke-grpo"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": HEAD_RAY_TMP_STORAGE_CLASS,
+                     "resources": {"requests": {"storage": f"{HEAD_RAY_TMP_DISK_GIB}Gi"}}}}}}]
+    mounts = [{"name": "ray-tmp", "mountPath": RAY_TMP}]
+    if workers:
+        volumes.append({"name": "tmp", "emptyDir": {}})
+        mounts.insert(0, {"name": "tmp", "mountPath": TMP})
+    return volumes, mounts
+
+
+def with_ephemeral_storage(requests: dict, gib: int) -> dict:
+    """Requests plus explicit ephemeral storage (Autopilot's default is 1 GiB per container:
+    GKE "Resource requests in Autopilot", read 2026-12-01). Requested, not limited: on Standard
+    a limit would evict a long run whose spill files grow past it."""
+    return {**requests, "ephemeral-storage": f"{gib}Gi"}
 
 
 def sidecar_budget(storage: SharedStorage) -> tuple[float, float]:
@@ -148,6 +206,8 @@ class KubeRay(pulumi.ComponentResource):
         self.token_auth, self.token_auth_message = token_auth_support(config, self.row)
         # Said on every preview/up: a reviewer sees whether the dashboard needs a token.
         (pulumi.log.info if self.token_auth else pulumi.log.warn)(self.token_auth_message, resource=self)
+        for message in self.row.deploy_warnings():   # an image not confirmed pullable
+            pulumi.log.warn(message, resource=self)
 
         # ---- the operator -------------------------------------------------------------------
         self.operator = None
@@ -161,7 +221,7 @@ class KubeRay(pulumi.ComponentResource):
                 opts=self._k8s())
             crds = k8s.yaml.v2.ConfigGroup(
                 f"{name}-crds",
-                files=[KUBERAY_CRD_URL.format(version=version, plural=plural) for plural in KUBERAY_CRDS],
+                files=crd_files(version),
                 opts=self._k8s())
             self.crds = [crds]
             self.operator = k8s.helm.v3.Release(
@@ -246,6 +306,7 @@ class KubeRay(pulumi.ComponentResource):
             spec=spec,
             opts=self._k8s(depends_on=[
                 *operator_ready, *network_objects, installer, storage.persistent_volume_claim,
+                *storage.head_claims,
                 self.hf_secret, *([self.wandb_secret] if self.wandb_secret else []),
                 self.network_policy, *code_dependencies,
                 *([capacity.node_pool] if capacity.node_pool is not None else []),
@@ -331,7 +392,7 @@ class KubeRay(pulumi.ComponentResource):
                 ],
                 "command": ["/bin/sh", "-c"],
                 "args": ["set -ex\n"
-                         "/scripts/container_entry.sh install --install-nccl\n"
+                         f"/scripts/container_entry.sh {installer_arguments(autopilot)}\n"
                          f"cp -r /var/lib/gib/lib64/. /usr/local{NVIDIA_HOST_DIR}/lib64\n"
                          f"cp -r /var/lib/gib/. /usr/local{GIB_HOST_DIR}\n"
                          "echo \"installation finishes\"\n"],
@@ -366,7 +427,8 @@ class KubeRay(pulumi.ComponentResource):
 
     def _network_policy_spec(self, config: StackConfig) -> dict:
         """Admit traffic between this Ray cluster's pods (every Ray port), the dashboard port from
-        this namespace (the RayJob submitter) and from the KubeRay operator; nothing else."""
+        the RayJob submitter (its own label) and from the KubeRay operator, and Ray's metrics
+        port from managed Prometheus; nothing else. Other pods of the namespace are not admitted."""
         cluster_pods = {"podSelector": {"matchLabels": {"ray.io/cluster": self.ray_cluster_name}}}
         if config.kuberay.operator == "helm":
             operator_source = {"namespaceSelector": {"matchLabels": {
@@ -387,14 +449,24 @@ class KubeRay(pulumi.ComponentResource):
             "policyTypes": ["Ingress"],
             "ingress": [
                 {"from": [cluster_pods]},
-                {"from": [{"podSelector": {}}], "ports": dashboard},
+                {"from": [{"podSelector": {"matchLabels": dict(SUBMITTER_LABELS)}}], "ports": dashboard},
                 {"from": [operator_source], "ports": dashboard},
                 # Managed Prometheus scrapes Ray's metrics (the addon's monitoring is on).
                 {"from": [{"namespaceSelector": {"matchLabels": {
-                    "kubernetes.io/metadata.name": "gmp-system"}}}],
+                    "kubernetes.io/metadata.name": MANAGED_PROMETHEUS_NAMESPACE}}}],
                  "ports": [{"port": METRICS_PORT, "protocol": "TCP"}]},
             ],
         }
+
+
+def installer_arguments(autopilot: bool) -> str:
+    """container_entry.sh's arguments, as Google's manifests have them today
+    (GoogleCloudPlatform/container-engine-accelerators gpudirect-rdma/): the Standard manifest
+    dropped `--install-nccl` on 2026-05-06 (commit 2da1c92f "Removed --install-nccl from default
+    and a4x installers"), so the trainer loads the libnccl bundled with its framework image
+    (torch's nvidia-nccl wheel) and only the gIB net plugin comes from the node; the Autopilot
+    manifest (nccl-rdma-installer-autopilot.yaml @992db812, 2026-06-09) still passes it."""
+    return "install --install-nccl" if autopilot else "install"
 
 
 def _secret_env(name: str, secret: str, key: str) -> dict:
@@ -413,20 +485,29 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
     if has_wandb:
         secret_env.append(_secret_env("WANDB_API_KEY", "wandb-secret", "api_key"))
     common_env = [{"name": "HF_HOME", "value": layout.hf_home}, *secret_env]
+    # Head and workers alike (components/head_credentials.py says why).
+    library_path = {"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64:{GIB_MOUNT}/lib64"}
+    token_volume, token_mount = hf_token_file_volume()
+    head_env = [{"name": "HF_HOME", "value": layout.hf_home}, library_path,
+                *head_secret_env(config.job.framework, has_wandb)]
     no_escalation = {"allowPrivilegeEscalation": False}
     # The container runtime's default seccomp filter: Autopilot applies it anyway.
     pod_security = {"seccompProfile": {"type": "RuntimeDefault"}}
     head_resources = {"cpu": str(head.cpu), "memory": f"{head.memory_gib}Gi"}
+    head_scratch, head_scratch_mounts = ray_scratch_volumes(workers=False, on_disk=config.autopilot)
+    worker_scratch, worker_scratch_mounts = ray_scratch_volumes(workers=True)
     head_container = {
         "name": "ray-head",
         "image": row.image,
-        "ports": [{"containerPort": GCS_PORT, "name": "gcs"},
+        "ports": [{"containerPort": GCS_PORT, "name": GCS_PORT_NAME},
                   {"containerPort": DASHBOARD_PORT, "name": "dashboard"},
                   {"containerPort": CLIENT_PORT, "name": "client"},
                   {"containerPort": METRICS_PORT, "name": "metrics"}],
-        "resources": {"requests": head_resources, "limits": head_resources},
-        "env": [*common_env, *head_extra_env],
-        "volumeMounts": [*storage.volume_mounts, *head_extra_mounts],
+        "resources": {"requests": with_ephemeral_storage(head_resources, config.head_ephemeral_storage_gib),
+                      "limits": head_resources},
+        "env": [*head_env, *head_extra_env],
+        "volumeMounts": [*storage.volume_mounts, *head_scratch_mounts, token_mount,
+                         *head_extra_mounts],
         # The head serves Ray's control plane and runs the job driver: no Linux capability needed.
         "securityContext": {**no_escalation, "capabilities": {"drop": ["ALL"]}},
     }
@@ -435,11 +516,11 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
         "serviceAccountName": storage.service_account_name,
         "nodeSelector": dict(cluster.head_node_selector),
         "containers": [head_container],
-        "volumes": [*storage.volumes, *head_extra_volumes],
+        "volumes": [*storage.head_volumes, *head_scratch, token_volume, *head_extra_volumes],
     }
     gpu_env = [
         *common_env,
-        {"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64:{GIB_MOUNT}/lib64"},
+        library_path,
         # After set_nccl_env.sh too (see args): the tuner file of this GPU, never the B200
         # file on H200 (tutorial defect 3).
         {"name": "NCCL_TUNER_CONFIG_PATH", "value": shape.nccl_tuner_file},
@@ -457,10 +538,12 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
         "args": [f"for attempt in $(seq 60); do [ -f {SET_NCCL_ENV} ] && break; "
                  f"echo 'waiting for the gIB NCCL plugin ({SET_NCCL_ENV})'; sleep 10; done; "
                  f"source {SET_NCCL_ENV} && export NCCL_TUNER_CONFIG_PATH={shape.nccl_tuner_file}"],
-        "resources": {"requests": worker_limits, "limits": worker_limits},
+        "resources": {"requests": with_ephemeral_storage(
+            worker_limits, config.kuberay.worker.ephemeral_storage_gib), "limits": worker_limits},
         "env": gpu_env,
         "volumeMounts": [
             *storage.volume_mounts,
+            *worker_scratch_mounts,
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "nvidia", "mountPath": NVIDIA_MOUNT, "readOnly": True},
             {"name": "gib", "mountPath": GIB_MOUNT, "readOnly": True},
@@ -477,6 +560,7 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
         "containers": [worker_container],
         "volumes": [
             *storage.volumes,
+            *worker_scratch,
             # Kubernetes gives /dev/shm 64 MB otherwise; NCCL and vLLM need far more.
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{worker.shm_gib}Gi"}},
             {"name": "nvidia", "hostPath": {"path": NVIDIA_HOST_DIR}},

@@ -50,6 +50,7 @@ from components.config import (
 # The pod volume and the PVC share a name: a reader of a pod spec finds the claim at once.
 VOLUME_NAME = "shared-data"
 CLAIM_NAME = "shared-data"
+HEAD_CLAIM_NAME = "shared-data-head"
 # The Kubernetes service account the Ray pods run as, for both kinds: on gcs it is the identity
 # the bucket grant names; on lustre it only keeps the pods off the namespace's `default` account.
 SERVICE_ACCOUNT_NAME = "grpo-workload"
@@ -127,7 +128,10 @@ def gcsfuse_sidecar_limits(gcs: GcsStorage, autopilot: bool) -> SidecarLimits:
 # sidecar gets a small budget, not the GPU workers' (an unset request copies the limit, so the
 # workers' 550Gi of ephemeral storage would never fit the head's node).
 HEAD_SIDECAR_STANDARD = SidecarLimits(cpu="0", memory="0", ephemeral_storage="50Gi")
-HEAD_SIDECAR_AUTOPILOT = SidecarLimits(cpu="1", memory="4Gi", ephemeral_storage="50Gi")
+# Autopilot: a pod without local SSD gets at most 10 GiB of ephemeral storage, sidecars
+# included (data/autopilot-gpu-limits.yaml); the head's claim has no file cache, so the sidecar
+# needs little (staging of the rare non-streaming write).
+HEAD_SIDECAR_AUTOPILOT = SidecarLimits(cpu="1", memory="4Gi", ephemeral_storage="4Gi")
 
 
 def gcsfuse_pod_annotations(limits: SidecarLimits) -> dict[str, str]:
@@ -256,9 +260,12 @@ class SharedStorage(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: StackConfig, *, cluster_network: gcp.compute.Network,
                  namespace: pulumi.Input[str], kubernetes_provider: k8s.Provider,
+                 services: list[pulumi.Resource] = (),
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:SharedStorage", name, None, opts)
         self._name = name
+        # storage / lustre / servicenetworking / cloudresourcemanager enabled first.
+        self._services = list(services)
         self._config = config
         self._provider = kubernetes_provider
         self.namespace = pulumi.Output.from_input(namespace)
@@ -268,6 +275,10 @@ class SharedStorage(pulumi.ComponentResource):
         self.data_layout = DATA_LAYOUT
         self.volumes = [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": CLAIM_NAME}}]
         self.volume_mounts = [{"name": VOLUME_NAME, "mountPath": MOUNT_PATH}]
+        # The Ray head's volume: the same claim on Lustre; on gcs a claim of its own without
+        # the file cache (see _head_gcs_claim). Same volume name, so mounts read the same.
+        self.head_volumes = self.volumes
+        self.head_claims: list[k8s.core.v1.PersistentVolumeClaim] = []
         self.bucket = self.bucket_iam_member = None
         self.lustre_range = self.lustre_peering = self.lustre_firewall = self.lustre_instance = None
         self._labels = {"app.kubernetes.io/part-of": "gke-grpo",
@@ -314,20 +325,23 @@ class SharedStorage(pulumi.ComponentResource):
             hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(
                 enabled=gcs.hierarchical_namespace),
             # Stated even when 0 (off): an omitted block keeps whatever the server has [PGCP].
+            # Off by default in dev: verl and NeMo RL rotate checkpoints, and every deleted
+            # step would stay billed for the retention period (README "Soft delete").
             soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
-                retention_duration_seconds=gcs.soft_delete_retention_days * 86400),
+                retention_duration_seconds=config.soft_delete_retention_days * 86400),
             public_access_prevention="enforced",
             # A dev destroy removes everything (DESIGN.md "Lifecycle"), objects included, and
             # soft delete keeps them restorable for the retention period. prod: never.
             force_destroy=not config.is_prod,
             labels=labels,
-            opts=pulumi.ResourceOptions(parent=self, protect=config.is_prod),
+            opts=pulumi.ResourceOptions(parent=self, protect=config.is_prod, depends_on=self._services),
         )
 
         # The project number comes from the API, never from config: a typo there would grant
         # access to another project's identity.
         project_number = gcp.organizations.get_project_output(
-            project_id=config.project, opts=pulumi.InvokeOutputOptions(parent=self)).number
+            project_id=config.project,
+            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=self._services)).number
         ksa_name = self.service_account.metadata.apply(lambda metadata: metadata.name)
         member = pulumi.Output.all(project_number, self.namespace, ksa_name).apply(
             lambda parts: workload_identity_member(parts[0], config.project, parts[1], parts[2]))
@@ -375,6 +389,53 @@ class SharedStorage(pulumi.ComponentResource):
             opts=self._k8s_opts(depends_on=[self.bucket, self.bucket_iam_member]),
         )
         self._claim(GCS_NOMINAL_CAPACITY)
+        self._head_gcs_claim(gcs, volume_attributes)
+
+    def _head_gcs_claim(self, gcs: GcsStorage, volume_attributes: dict) -> None:
+        """The head's own PV/PVC on the same bucket, without a file cache: the head reads a
+        65 GB model once (data preparation), and a file cache in its small sidecar budget
+        (HEAD_SIDECAR_*: 50Gi or, on Autopilot, 4Gi of ephemeral storage) would fill it and get
+        the head evicted.
+        Two PVs may name the same bucket: the head and the GPU workers never share a node."""
+        config = self._config
+        no_cache = gcs.model_copy(update={"file_cache_size_gib": 0})
+        pv = k8s.core.v1.PersistentVolume(
+            f"{self._name}-head-pv",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=f"{config.cluster.name}-{HEAD_CLAIM_NAME}", labels=self._labels),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                access_modes=["ReadWriteMany"],
+                capacity={"storage": GCS_NOMINAL_CAPACITY},
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                mount_options=gcsfuse_mount_options(
+                    no_cache, self.head_sidecar_limits, config.cluster.min_master_version),
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(
+                    namespace=self.namespace, name=HEAD_CLAIM_NAME),
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=GCSFUSE_DRIVER,
+                    volume_handle=self.bucket.name,
+                    volume_attributes=volume_attributes or None,
+                ),
+            ),
+            opts=self._k8s_opts(depends_on=[self.bucket, self.bucket_iam_member]),
+        )
+        claim = k8s.core.v1.PersistentVolumeClaim(
+            f"{self._name}-head-pvc",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=HEAD_CLAIM_NAME, namespace=self.namespace, labels=self._labels),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadWriteMany"],
+                storage_class_name="",
+                volume_name=pv.metadata.apply(lambda metadata: metadata.name),
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(
+                    requests={"storage": GCS_NOMINAL_CAPACITY}),
+            ),
+            opts=self._k8s_opts(),
+        )
+        self.head_persistent_volume = pv
+        self.head_claims = [claim]
+        self.head_volumes = [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": HEAD_CLAIM_NAME}}]
 
     # ---- Managed Lustre ----------------------------------------------------------------------
     def _lustre(self, lustre: LustreStorage, cluster_network: gcp.compute.Network) -> None:
@@ -393,9 +454,11 @@ class SharedStorage(pulumi.ComponentResource):
             project=config.project,
             purpose="VPC_PEERING",
             address_type="INTERNAL",
-            prefix_length=lustre.peering_prefix_length,
+            # network.lustrePeeringCidr, checked disjoint from every other range by the config.
+            address=config.lustre_peering_address,
+            prefix_length=config.lustre_peering_prefix_length,
             network=cluster_network.id,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self._services),
         )
         self.lustre_peering = gcp.servicenetworking.Connection(
             f"{name}-lustre-peering",
@@ -408,7 +471,7 @@ class SharedStorage(pulumi.ComponentResource):
             # deleting the VPC; plain DELETE leaves a destroy stuck on that refusal. The VPC is
             # this stack's own, so no other service's peering can be cut.
             deletion_policy="REMOVE_PEERING",
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self._services),
         )
         port = LUSTRE_LEGACY_PORT if lustre.legacy_port else LUSTRE_PORT
         # Lustre servers talk back to their clients over LNet: allow it in from the PSA range
@@ -420,9 +483,9 @@ class SharedStorage(pulumi.ComponentResource):
             network=cluster_network.id,
             direction="INGRESS",
             source_ranges=[pulumi.Output.concat(
-                self.lustre_range.address, "/", str(lustre.peering_prefix_length))],
+                self.lustre_range.address, "/", str(config.lustre_peering_prefix_length))],
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])],
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self._services),
         )
         instance_id = config.lustre_instance_id
         self.lustre_instance = gcp.lustre.Instance(

@@ -49,10 +49,22 @@ class ImageRow:
     verl_installed_in_image: bool = True
     nemo_rl_entry: Optional[str] = None
     nemo_rl_workdir: Optional[str] = None
+    # What to check before the first deploy when the image itself is not confirmed (public,
+    # digest): the program prints it as a warning on every preview.
+    check_before_deploy: Optional[str] = None
 
     @property
     def ray_tuple(self) -> tuple[int, ...]:
         return tuple(int(part) for part in self.ray.split("."))
+
+    def deploy_warnings(self) -> list[str]:
+        """Warnings every preview prints for this image (deterministic, no network)."""
+        if self.check_before_deploy:
+            return [" ".join(self.check_before_deploy.split())]
+        if not self.confirmed.get("image", True):
+            return [f"image {self.image} is not confirmed (data/versions.yaml row {self.id}): "
+                    "check it can be pulled before the first deploy"]
+        return []
 
     @property
     def unconfirmed(self) -> list[str]:

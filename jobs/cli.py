@@ -7,6 +7,7 @@
     python -m jobs list      --stack dev
     python -m jobs stop      --stack dev [--wait]
     python -m jobs plot      --stack dev --out run.png  |  --log FILE ... --out run.png
+    python -m jobs report    RUN [--run-dir DIR] [--stack dev] [--out DIR]   (jobs.report)
     python -m jobs preflight ...                       (jobs.preflight)
 
 Target: ``--stack STACK [--config-file FILE]`` reads the stack's config (the run is the one its
@@ -209,15 +210,19 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
     from jobs.logs import ProgressTracker
 
     attempt = _pick(runs, target, args)
-    tracker = ProgressTracker()
-    tracker.feed(runs.logs(attempt.submission_id) + "\n")
+    structured = _run_rows(args, target.run_id, target)
     rows = [("run", target.run_id or attempt.metadata.get("run_id", "-")),
             ("attempt", f"{attempt.number} ({attempt.submission_id})"),
             ("state", attempt.status),
             ("started", fmt_time(attempt.start_time)),
             ("ended", fmt_time(attempt.end_time)),
-            ("elapsed", fmt_duration(attempt.duration())),
-            ("progress", tracker.describe())]
+            ("elapsed", fmt_duration(attempt.duration()))]
+    if not any(key == "progress" for key, _ in structured):
+        # The live fallback: the console lines of the attempt's log on the Ray head.
+        tracker = ProgressTracker()
+        tracker.feed(runs.logs(attempt.submission_id) + "\n")
+        rows.append(("progress", tracker.describe() + " [console log]"))
+    rows += structured
     if attempt.message:
         rows.append(("message", attempt.message))
     if target.spec is not None:
@@ -226,6 +231,112 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
         print(f"{key:<12}{value}", file=out)
     out.flush()
     return runs.exit_code_for(attempt, show_tail=False)
+
+
+# ---- the run directory (TensorBoard files, timeline): status, plot, report ----------------------
+
+def _run_directory(args, run_id: Optional[str], config=None) -> Optional[Path]:
+    """--fetch (a copy from the head pod), --run-dir, else /data/runs/<run-id> when this machine
+    sees it (on the head, or a mount)."""
+    from jobs.timeline import run_dir
+
+    if getattr(args, "fetch", False):
+        if config is None or not run_id:
+            raise UsageError("--fetch needs --stack STACK: its RayCluster is where the run directory is")
+        from jobs.fetch_run import FetchError, fetch_run_dir
+
+        dest = Path(args.run_dir) if getattr(args, "run_dir", None) else Path("runs") / run_id
+        try:
+            return fetch_run_dir(config.kuberay.namespace, config.kuberay.ray_cluster_name, run_id, dest,
+                                 kubectl=args.kubectl, context=args.kube_context)
+        except FetchError as exc:
+            raise _Unreachable(f"--fetch: {exc}") from None
+    if getattr(args, "run_dir", None):
+        path = Path(args.run_dir)
+        if not path.is_dir():
+            raise UsageError(f"--run-dir {path}: not a directory")
+        return path
+    if run_id:
+        try:
+            path = run_dir(run_id)
+        except ValueError:
+            return None
+        return path if path.is_dir() else None
+    return None
+
+
+def _report_inputs(args, run_id: Optional[str], config=None, spec: Optional[GrpoSpec] = None):
+    from jobs.report import CostBasis, collect_inputs, planned_steps
+
+    directory = _run_directory(args, run_id, config)
+    if directory is None:
+        return None
+    cost_basis = preview = planned = None
+    if config is not None:
+        cost_basis = CostBasis(config.machine_type, config.gpu.provisioning_model, config.gpu.nodes)
+        from components.cost import estimate_cost   # the laptop side: the preview's estimate
+        preview = estimate_cost(config)
+    if spec is not None:
+        planned = planned_steps(spec.total_steps, spec.total_epochs, spec.prompts_per_step)
+    return collect_inputs(directory, run_id or directory.name, framework=spec.framework if spec else None,
+                          cost_basis=cost_basis, planned=planned, preview_estimate=preview)
+
+
+def _run_rows(args, run_id: Optional[str], target: Optional[Target]) -> list[tuple[str, str]]:
+    from jobs.report import status_rows
+
+    inputs = _report_inputs(args, run_id, getattr(target, "config", None), getattr(target, "spec", None))
+    return status_rows(inputs) if inputs is not None else []
+
+
+def cmd_status_offline(args, out, err) -> int:
+    """status from a run directory alone (no Ray dashboard): `status --run-dir DIR`."""
+    from jobs.report import status_rows
+
+    config = spec = None
+    if args.stack:
+        config, spec = load_stack(args.stack, args.config_file)
+    inputs = _report_inputs(args, args.run_id or Path(args.run_dir).resolve().name, config, spec)
+    assert inputs is not None
+    g = inputs.goodput
+    rows = [("run", inputs.run_id), ("run dir", str(inputs.run_dir)),
+            ("state", "live (no driver_end yet)" if g.live else "ended")]
+    rows += status_rows(inputs)
+    if not any(key == "progress" for key, _ in rows):
+        rows.append(("progress", "no TensorBoard step metrics in the run directory"))
+    for key, value in rows:
+        print(f"{key:<12}{value}", file=out)
+    out.flush()
+    return ExitCode.OK
+
+
+def cmd_report(args, out, err) -> int:
+    config = spec = None
+    if args.stack:
+        config, spec = load_stack(args.stack, args.config_file)
+    run = args.run
+    if Path(run).is_dir() and not args.run_dir:
+        args.run_dir = run
+        run = Path(run).resolve().name
+    run_id = run
+    if spec is not None and not args.run_dir and run_id != spec.run_id:
+        print(f"[jobs] note: run {run_id} is not the stack's run ({spec.run_id}); cost and planned "
+              "steps are the stack's", file=err, flush=True)
+    inputs = _report_inputs(args, run_id, config, spec)
+    if inputs is None:
+        from jobs.timeline import run_dir
+        raise UsageError(f"no run directory for {run_id}: {run_dir(run_id)} is not here; give "
+                         "--fetch --stack STACK (a copy from the head pod), or copy it yourself "
+                         "(docs/metrics-and-report.md) and give --run-dir DIR")
+    if inputs.timeline.empty and inputs.metrics.empty:
+        raise UsageError(f"{inputs.run_dir}: no events.jsonl and no TensorBoard files: not a run directory?")
+    from jobs.report import build_report
+
+    report = build_report(inputs)
+    page = report.write(args.out or f"report-{inputs.run_id}")
+    print(f"[jobs] wrote {page} ({len(report.figures)} figures): goodput {inputs.goodput.describe()}",
+          file=out, flush=True)
+    return ExitCode.OK
 
 
 def cmd_list(runs: Runs, target: Target, args, out, err) -> int:
@@ -263,7 +374,16 @@ def cmd_plot(runs: Optional[Runs], target: Optional[Target], args, out, err) -> 
     from jobs.plot import plot_records, summary
 
     framework = None if args.framework == "auto" else args.framework
-    if args.log:
+    structured = None if args.log else _report_inputs(
+        args, getattr(target, "run_id", None) or args.run_id, getattr(target, "config", None),
+        getattr(target, "spec", None))
+    if structured is not None and not structured.metrics.empty:
+        records = structured.metrics.step_records()
+        title = structured.run_id
+        source = "TensorBoard files"
+    elif runs is None and not args.log:
+        raise UsageError(f"{getattr(args, 'run_dir', None)}: no TensorBoard step metrics there")
+    elif args.log:
         texts = []
         for name in args.log:
             try:
@@ -283,7 +403,9 @@ def cmd_plot(runs: Optional[Runs], target: Optional[Target], args, out, err) -> 
         title = target.run_id or chosen[-1].submission_id
         if target.spec is not None and framework is None:
             framework = target.spec.framework
-    records = merge_runs(*(parse_log(text, framework) for _, text in texts))
+    if structured is None or structured.metrics.empty:
+        records = merge_runs(*(parse_log(text, framework) for _, text in texts))
+        source = "console log"
     try:
         path = plot_records(records, args.out, title=title)
     except ValueError as exc:
@@ -293,7 +415,7 @@ def cmd_plot(runs: Optional[Runs], target: Optional[Target], args, out, err) -> 
         print(f"[jobs] error: cannot write the plot to {args.out}: "
               f"{exc.strerror or type(exc).__name__}", file=err, flush=True)
         return EXIT_WRITE_FAILED
-    print(f"[jobs] wrote {path}: {summary(records)}", file=out, flush=True)
+    print(f"[jobs] wrote {path}: {summary(records)} [{source}]", file=out, flush=True)
     return ExitCode.OK
 
 
@@ -409,15 +531,32 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("attach", parents=[target, follow, which], help="follow the latest (or given) attempt")
     p = sub.add_parser("logs", parents=[target, follow, which], help="print (or --follow) an attempt's logs")
     p.add_argument("--follow", "-f", action="store_true")
-    sub.add_parser("status", parents=[target, which], help="state and progress of the latest attempt")
+    rundir = argparse.ArgumentParser(add_help=False)
+    rundir.add_argument("--run-dir", help="the run's directory (/data/runs/<run-id> on the cluster, or a copy): "
+                                          "TensorBoard metrics and timeline; alone, no dashboard is needed")
+    rundir.add_argument("--fetch", action="store_true",
+                        help="first copy the run directory from the head pod (kubectl cp) to --run-dir "
+                             "or ./runs/<run-id>")
+    sub.add_parser("status", parents=[target, which, rundir], help="state, progress, goodput and cost of the run")
     sub.add_parser("list", parents=[target], help="the run's attempts with state and times")
     p = sub.add_parser("stop", parents=[target], help="stop the run's live attempt")
     p.add_argument("--wait", action="store_true", help="wait until it is STOPPED")
     p.add_argument("--wait-seconds", type=_positive_seconds, default=60.0, help=argparse.SUPPRESS)
-    p = sub.add_parser("plot", parents=[target, which], help="reward and response length over steps (PNG)")
+    p = sub.add_parser("plot", parents=[target, which, rundir],
+                       help="reward, response length and throughput over steps (PNG)")
     p.add_argument("--log", action="append", help="a console log file (repeat for attempts, oldest first)")
     p.add_argument("--out", required=True, help="PNG to write")
     p.add_argument("--framework", choices=("auto", "verl", "nemo-rl"), default="auto")
+    p = sub.add_parser("report", help="one HTML page with the run's curves, timeline, goodput and cost")
+    p.add_argument("run", metavar="RUN", help="run id (its directory /data/runs/RUN) or a run directory")
+    p.add_argument("--run-dir", help="the run's directory, when RUN is an id and the directory is elsewhere")
+    p.add_argument("--stack", help="stack whose config gives the machines, nodes, price model and planned steps")
+    p.add_argument("--config-file", help="a stack config file in the Pulumi.<stack>.yaml format")
+    p.add_argument("--out", help="folder to write report.html and the PNGs to (default: report-RUN)")
+    p.add_argument("--fetch", action="store_true",
+                   help="first copy /data/runs/RUN from the stack's Ray head pod (kubectl cp)")
+    p.add_argument("--kube-context", help="kubectl context for --fetch")
+    p.add_argument("--kubectl", default="kubectl", help=argparse.SUPPRESS)
     sub.add_parser("preflight", help="check the job config against the frameworks' rules (jobs.preflight)",
                    add_help=False)
     return parser
@@ -506,6 +645,13 @@ def _main(argv: Optional[Sequence[str]], *, build_entrypoint: Optional[Entrypoin
         _resolve_address(args)
         if args.command == "plot" and args.log:
             return cmd_plot(None, None, args, out, err)
+        if args.command == "report":
+            return cmd_report(args, out, err)
+        if args.command in ("status", "plot") and args.run_dir and not (args.address or args.fetch):
+            # The run directory alone: no dashboard (a copy on the laptop, or on the head);
+            # --stack then only gives the config (machines, prices, planned steps).
+            return cmd_status_offline(args, out, err) if args.command == "status" else \
+                cmd_plot(None, None, args, out, err)
         with open_target(args, err) as target:
             runs = Runs(target.address, retry=retry, out=out, err=err)
             if args.command == "submit":

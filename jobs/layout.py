@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 MOUNT_PATH = "/data"
 MODELS_DIR = "models"
@@ -19,6 +20,7 @@ HF_CACHE_DIR = "huggingface_cache"
 CHECKPOINTS_DIR = "checkpoints"
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
@@ -37,15 +39,26 @@ class DataLayout:
     hf_home: str = f"{MOUNT_PATH}/{HF_CACHE_DIR}"
     checkpoints: str = f"{MOUNT_PATH}/{CHECKPOINTS_DIR}"
 
-    def model_dir(self, model_id: str) -> str:
-        """``Qwen/Qwen2.5-32B-Instruct`` -> ``/data/models/Qwen/Qwen2.5-32B-Instruct``."""
-        return _join_checked(self.models, model_id, "model id")
+    def model_dir(self, model_id: str, revision: Optional[str] = None) -> str:
+        """``Qwen/Qwen2.5-32B-Instruct`` -> ``/data/models/Qwen/Qwen2.5-32B-Instruct``; pinned to
+        a Hub commit: ``.../Qwen2.5-32B-Instruct--<sha>``."""
+        return revision_dir(_join_checked(self.models, model_id, "model id"), revision)
 
-    def dataset_dir(self, dataset: str) -> str:
-        return _join_checked(self.datasets, dataset, "dataset name")
+    def dataset_dir(self, dataset: str, revision: Optional[str] = None) -> str:
+        return revision_dir(_join_checked(self.datasets, dataset, "dataset name"), revision)
 
     def run_checkpoint_dir(self, run: str) -> str:
         return _join_checked(self.checkpoints, run, "run name")
+
+
+def revision_dir(directory: str, revision: Optional[str]) -> str:
+    """A directory of one Hub revision: ``<dir>--<sha>`` (Hub repo names cannot contain "--",
+    so this never names another repo); unpinned, the directory itself."""
+    if revision is None:
+        return directory
+    if not _COMMIT_SHA.match(revision):
+        raise ValueError(f"revision {revision!r}: expected a 40-character lower-case commit sha")
+    return f"{directory}--{revision}"
 
 
 def _join_checked(base: str, relative: str, what: str) -> str:

@@ -1,8 +1,10 @@
-"""Reward and response length over training steps, from verl or NeMo RL console logs, as a PNG.
+"""Reward, response length and throughput over training steps, as a PNG: from the run's
+TensorBoard files (jobs/metrics.py) or, as the live fallback, verl or NeMo RL console logs.
 
     python -m jobs plot --log FILE [--log FILE2 ...] --out run.png
     python -m jobs plot --stack dev --out run.png            # every attempt of the stack's run
     python -m jobs plot --address http://127.0.0.1:8265 --run-id RUN --out run.png
+    python -m jobs plot --run-dir /path/to/runs/RUN --out run.png   # the run directory alone
 
 Several logs (the attempts of one run, oldest first) are merged step by step: a resumed attempt
 re-logs some steps and the later value wins. Validation scores, when the log has them, are drawn
@@ -28,8 +30,23 @@ def _series(records: Sequence[StepRecord], attr: str) -> tuple[list[int], list[f
     return xs, ys
 
 
+# Throughput per record: the TensorBoard field (jobs/metrics.py), else verl's console key.
+THROUGHPUT_KEYS = ("tokens_per_sec_per_gpu", "perf/throughput")
+
+
+def _throughput_series(records: Sequence[StepRecord]) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for r in records:
+        value = next((r.metrics[k] for k in THROUGHPUT_KEYS if k in r.metrics), None)
+        if value is not None and not math.isnan(value):
+            xs.append(r.step)
+            ys.append(value)
+    return xs, ys
+
+
 def plot_records(records: Sequence[StepRecord], out: Path | str, title: str = "GRPO run") -> Path:
-    """Write the two-panel figure; raise ValueError when there is no training step to draw."""
+    """Write the figure (reward, length and, when logged, tokens/s per GPU); raise ValueError
+    when there is no training step to draw."""
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -39,7 +56,9 @@ def plot_records(records: Sequence[StepRecord], out: Path | str, title: str = "G
     if not train:
         raise ValueError("no training step found in the log (verl: `step:N - ...` console lines, "
                          "needs `console` in trainer.logger; NeMo RL: `📊 Training Results:` blocks)")
-    fig, (ax_reward, ax_len) = plt.subplots(2, 1, sharex=True, figsize=(9, 6.5), dpi=110)
+    tx, ty = _throughput_series(train)
+    fig, axes = plt.subplots(3 if tx else 2, 1, sharex=True, figsize=(9, 9 if tx else 6.5), dpi=110)
+    ax_reward, ax_len = axes[0], axes[1]
     try:
         xs, ys = _series(train, "reward")
         ax_reward.plot(xs, ys, marker="o", markersize=3, linewidth=1.5, label="train reward (mean)")
@@ -56,10 +75,16 @@ def plot_records(records: Sequence[StepRecord], out: Path | str, title: str = "G
         ax_len.plot(lx, ly, marker="o", markersize=3, linewidth=1.5, color="tab:orange",
                     label="response length (mean tokens)")
         ax_len.set_ylabel("response length (tokens)")
-        ax_len.set_xlabel("training step")
-        ax_len.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax_len.grid(True, alpha=0.3)
         ax_len.legend(loc="best", fontsize=8)
+        if tx:
+            axes[2].plot(tx, ty, marker="o", markersize=3, linewidth=1.5, color="tab:red",
+                         label="throughput (framework's tokens/s per GPU)")
+            axes[2].set_ylabel("tokens/s per GPU")
+            axes[2].grid(True, alpha=0.3)
+            axes[2].legend(loc="best", fontsize=8)
+        axes[-1].set_xlabel("training step")
+        axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
         fig.tight_layout()
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,14 @@ What is checked:
 - both frameworks: value ranges (learning rate > 0, 0 < rollout gpu memory utilization <= 0.95,
   KL coefficient >= 0, lengths, batch sizes and steps > 0); generations per prompt > 1;
   checkpoints on (cadence > 0, keep >= 1); prompt + response within the model's context;
-  one prompts-per-step batch fits in GSM8K's training split; rollout tensor parallelism within
-  the run's GPUs; checkpoint size x (keep + 1) against the Lustre capacity (warning);
+  one prompts-per-step batch fits in GSM8K's training rows (the train split less the held-out
+  validation slice); rollout tensor parallelism within the run's GPUs; checkpoint size x the
+  most checkpoints that can accumulate (jobs/checkpoints.py checkpoints_on_disk) against the
+  Lustre capacity (warning); model and dataset revisions pinned (warning when absent);
+  tensor-parallel sizes divide the model's attention and KV heads (data/model-shapes.yaml):
+  vLLM rollout TP as vLLM's Qwen2Attention requires (heads % TP == 0; KV heads % TP == 0, or
+  TP % KV heads == 0 when TP exceeds them), NeMo RL training TP both exactly
+  (nemo_rl/models/dtensor/parallelize.py, v0.5.0), verl Ulysses as verl's monkey_patch.py;
   gke-grpo:job.extraOverrides: syntax, keys the stack config owns, keys unknown to the
   framework's config (verl: data/verl-<version>-config.json; NeMo RL:
   data/nemo-rl-0.5.0-keys.txt, ``+key=`` for new keys).
@@ -22,12 +28,20 @@ What is checked:
   prompts >= mini batch; mini x n / N a positive integer divisible by the per-GPU micro batch
   (verl floors silently: exactness required); N % rollout TP == 0; the rollout TP fits in a node
   or is a multiple of the GPUs per node; generation colocated (no generation nodes); KL type one
-  of verl's; ulysses sequence parallelism needs use_remove_padding.
+  of verl's; Ulysses sequence parallelism needs sequence packing (use_remove_padding) and
+  divides the GPUs; no training TP or sequence parallelism (FSDP only); with a dynamic batch
+  size the micro-batch rule is verl's token budget instead (maxTokensPerGpu >= prompt +
+  response, verl/utils/seqlen_balancing.py).
 - NeMo RL: engine vllm; B = prompts x generations divisible by the global batch; training GPUs
   (all, or the nodes left by separate generation) / (TP x CP x PP) an integer dp; global batch
   % dp == 0; without sequence packing or dynamic batching (global batch / dp) % micro batch == 0;
   vLLM GPUs % (vLLM TP x PP) == 0; megatron xor dtensor; separate generation leaves training
-  nodes; generation nodes only when generation is not colocated.
+  nodes; generation nodes only when generation is not colocated; dynamic batching excludes
+  sequence packing (nemo_rl/models/policy/lm_policy.py, v0.5.0); no Ulysses, no
+  maxTokensPerGpu (verl keys); W&B is off (warning when a key is configured).
+- GPU memory (jobs/memory_plan.py, docs/memory-planner.md): the estimated peak per GPU of each
+  colocated phase; a warning above 85 %, an error above 100 % (a warning with
+  gke-grpo:job.memoryCheck: warn); vLLM's KV cache must hold one whole sequence.
 
 Exit codes of ``main``: 0 no errors (warnings may be printed); 2 the stack config is invalid or
 unreadable, or preflight found errors.
@@ -44,11 +58,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
+from jobs.checkpoints import checkpoints_on_disk
 from jobs.credentials import looks_like_secret_name, looks_like_secret_value, redact
-from jobs.prepare import GSM8K_TRAIN_ROWS
-from jobs.render import override_key, owned_keys
+from jobs.prepare import GSM8K_TRAINING_ROWS, GSM8K_VALIDATION_ROWS
+from jobs.render import NEMO_RL_KL_TYPES, override_key, owned_keys
 
 if TYPE_CHECKING:
+    from jobs.model_shapes import ModelShape
     from jobs.spec import GrpoSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,21 +92,8 @@ VERL_KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
 CHECKPOINT_BYTES_PER_PARAM = 12
 
 
-@dataclass(frozen=True)
-class ModelFacts:
-    params: float
-    max_positions: int
-
-
-# Parameters: shared/reference/grpo-frameworks.md "Memory arithmetic" (Qwen2.5-32B ~32.8e9,
-# 7B ~7.6e9), read 2026-12-01. Context: Qwen2.5 Instruct config.json max_position_embeddings
-# 32768 (native context; 131,072 only with YaRN rope scaling, off by default), per the project
-# brief and the Qwen2.5 model cards as summarised at emergentmind.com "Qwen-2.5-32B-Instruct"
-# ("natively 32,768"), read 2026-12-01. Other models: not checked (a warning says so).
-MODELS: dict[str, ModelFacts] = {
-    "Qwen/Qwen2.5-7B-Instruct": ModelFacts(params=7.6e9, max_positions=32768),
-    "Qwen/Qwen2.5-32B-Instruct": ModelFacts(params=32.8e9, max_positions=32768),
-}
+# Parameters, context and head counts come from data/model-shapes.yaml (jobs/model_shapes.py);
+# a model not in it is not checked for them (a warning says so).
 
 
 @dataclass(frozen=True)
@@ -117,12 +120,13 @@ def verl_keys(version: str) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=None)
 def nemo_rl_keys(path: Path = NEMO_RL_KEYS_FILE) -> dict[str, str]:
-    """NeMo RL key -> where it was seen (both | newer-only | older-only)."""
+    """NeMo RL key -> its default (JSON text) in v0.5.0's grpo_math_1B.yaml
+    (tools/nemo_rl_keys.py)."""
     keys: dict[str, str] = {}
     for line in path.read_text().splitlines():
         if line and not line.startswith("#"):
-            key, _default, seen = line.split("\t")
-            keys[key] = seen
+            key, default = line.split("\t")
+            keys[key] = default
     return keys
 
 
@@ -226,36 +230,80 @@ class _Checker:
                        f"is {s.checkpoints_to_keep}; keep at least 1 checkpoint to resume from")
 
     def model(self) -> None:
+        from jobs.model_shapes import shape_for  # PyYAML: only when a check runs
+
         s = self.spec
-        facts = MODELS.get(s.model)
-        if facts is None:
-            self.warning(JOB + "model", f"{s.model} is not in the preflight model table "
-                         "(jobs/preflight.py MODELS): its context length and checkpoint size are "
-                         "not checked")
+        shape = shape_for(s.model)
+        if shape is None:
+            self.warning(JOB + "model", f"{s.model} is not in data/model-shapes.yaml: its "
+                         "context length, checkpoint size and head counts (tensor-parallel "
+                         "sizes) are not checked")
             return
         total = s.max_prompt_length + s.max_response_length
-        if total > facts.max_positions:
+        if total > shape.max_position_embeddings:
             self.error(JOB + "maxResponseLength",
                        f"maxPromptLength + maxResponseLength = {total} tokens exceeds {s.model}'s "
-                       f"context of {facts.max_positions}; shorten the prompt or the response")
+                       f"context of {shape.max_position_embeddings}; shorten the prompt or the "
+                       "response")
         if s.storage_capacity_gib and s.checkpoints_to_keep >= 1:
-            one = CHECKPOINT_BYTES_PER_PARAM * facts.params
-            need = one * (s.checkpoints_to_keep + 1)  # the kept ones + the one being written
+            one = CHECKPOINT_BYTES_PER_PARAM * shape.parameters
+            count = checkpoints_on_disk(s.framework, s.checkpoints_to_keep)
+            need = one * count
             capacity = s.storage_capacity_gib * 2**30
             if need > capacity:
                 self.warning(LUSTRE_CAPACITY,
-                             f"{s.checkpoints_to_keep + 1} checkpoints of {s.model} "
-                             f"(~{one / 1e9:.0f} GB each with optimizer state) need "
-                             f"~{need / 2**30:,.0f} GiB, more than the {s.storage_capacity_gib:,} GiB "
-                             "Lustre instance; lower gke-grpo:job.checkpointsToKeep or raise the "
-                             "capacity")
+                             f"up to {count} checkpoints of {s.model} can be on disk at once "
+                             f"(checkpointsToKeep {s.checkpoints_to_keep}, see jobs/checkpoints.py; "
+                             f"~{one / 1e9:.0f} GB each with optimizer state): ~{need / 2**30:,.0f} "
+                             f"GiB, more than the {s.storage_capacity_gib:,} GiB Lustre instance; "
+                             "lower gke-grpo:job.checkpointsToKeep or raise the capacity")
+        self.heads(shape)
+
+    def heads(self, shape: "ModelShape") -> None:
+        """Tensor-parallel sizes that split the attention heads (and KV heads) evenly."""
+        s = self.spec
+        heads, kv = shape.attention_heads, shape.kv_heads
+        tp = s.rollout_tensor_parallel_size
+        # vLLM's Qwen2Attention: heads % TP; KV heads partitioned when >= TP, else replicated.
+        kv_ok = kv % tp == 0 if kv >= tp else tp % kv == 0
+        if tp >= 1 and (heads % tp or not kv_ok):
+            self.error(JOB + "rolloutTensorParallelSize",
+                       f"is {tp}, which does not split {s.model}'s {heads} attention heads and "
+                       f"{kv} KV heads evenly (vLLM needs heads % TP == 0 and KV heads % TP == 0, "
+                       "or TP a multiple of the KV heads); use "
+                       + _divisors_text(heads, kv, replicate_kv=True))
+        training_tp = s.training_tensor_parallel_size
+        if s.framework == "nemo-rl" and training_tp > 1 and (heads % training_tp or kv % training_tp):
+            self.error(JOB + "trainingTensorParallelSize",
+                       f"is {training_tp}, which does not divide {s.model}'s {heads} attention "
+                       f"heads and {kv} KV heads (NeMo RL's DTensor plan shards both); use "
+                       + _divisors_text(heads, kv, replicate_kv=False))
+        sp = s.ulysses_sequence_parallel_size
+        if s.framework == "verl" and sp > 1 and (heads % sp or (kv % sp and sp % kv)):
+            self.error(JOB + "ulyssesSequenceParallelSize",
+                       f"is {sp}, which does not split {s.model}'s {heads} attention heads and "
+                       f"{kv} KV heads (verl's Ulysses needs heads % size == 0 and KV heads % "
+                       "size == 0 or size % KV heads == 0); use "
+                       + _divisors_text(heads, kv, replicate_kv=True))
+
+    def revisions(self) -> None:
+        s = self.spec
+        if s.model_revision is None:
+            self.warning(JOB + "modelRevision", f"is not set: {s.model} is staged from the Hub's "
+                         "current main the first time and that copy is kept; pin a commit sha so "
+                         "a rerun trains the same weights")
+        if s.dataset_revision is None:
+            self.warning(JOB + "datasetRevision", f"is not set: {s.dataset} is staged from the "
+                         "Hub's current main the first time and that copy is kept; pin a commit "
+                         "sha of openai/gsm8k")
 
     def dataset(self) -> None:
         s = self.spec
-        if s.dataset == "gsm8k" and s.prompts_per_step > GSM8K_TRAIN_ROWS:
+        if s.dataset == "gsm8k" and s.prompts_per_step > GSM8K_TRAINING_ROWS:
             self.error(JOB + "promptsPerStep",
-                       f"is {s.prompts_per_step}, more than GSM8K's {GSM8K_TRAIN_ROWS} training "
-                       "rows: an epoch would have no step; lower it")
+                       f"is {s.prompts_per_step}, more than GSM8K's {GSM8K_TRAINING_ROWS} training "
+                       f"rows (the train split less {GSM8K_VALIDATION_ROWS} held out for "
+                       "validation): an epoch would have no step; lower it")
 
     def rollout_tp(self) -> bool:
         s = self.spec
@@ -284,6 +332,32 @@ class _Checker:
         if s.generation_nodes:
             self.error(JOB + "generationNodes", f"is {s.generation_nodes}; verl rolls out on the "
                        "training GPUs: set it to 0")
+        if s.training_tensor_parallel_size != 1:
+            self.error(JOB + "trainingTensorParallelSize",
+                       f"is {s.training_tensor_parallel_size}; verl's FSDP actor has no tensor "
+                       "parallelism: set it to 1 (ulyssesSequenceParallelSize splits long "
+                       "sequences instead)")
+        if s.sequence_parallel:
+            self.error(JOB + "sequenceParallel", "is true; it is NeMo RL's DTensor sequence "
+                       "parallelism: set it false (verl: ulyssesSequenceParallelSize)")
+        sp = s.ulysses_sequence_parallel_size
+        if sp < 1:
+            self.error(JOB + "ulyssesSequenceParallelSize", f"is {sp}; set 1 or more")
+            usable = False
+        elif sp > 1 and not s.sequence_packing:
+            self.error(JOB + "ulyssesSequenceParallelSize",
+                       f"is {sp} while sequencePacking is false; verl's Ulysses sequence "
+                       "parallelism needs use_remove_padding: set sequencePacking true")
+        if s.max_tokens_per_gpu is not None:
+            if not s.dynamic_batch_size:
+                self.error(JOB + "maxTokensPerGpu", f"is {s.max_tokens_per_gpu} while "
+                           "dynamicBatchSize is false; set dynamicBatchSize true or drop it")
+            elif s.max_tokens_per_gpu < s.max_prompt_length + s.max_response_length:
+                self.error(JOB + "maxTokensPerGpu",
+                           f"is {s.max_tokens_per_gpu}, less than one sequence "
+                           f"(maxPromptLength + maxResponseLength = "
+                           f"{s.max_prompt_length + s.max_response_length}); verl packs whole "
+                           "sequences into a micro batch: raise it")
         if not usable:
             return
         n_gpus = s.total_gpus
@@ -304,7 +378,7 @@ class _Checker:
                        f"miniBatchSize x generationsPerPrompt / GPUs = {s.mini_batch_size} x {n} "
                        f"/ {n_gpus} is not a positive integer; make miniBatchSize x "
                        f"generationsPerPrompt a multiple of {n_gpus}")
-        elif per_gpu % s.micro_batch_size_per_gpu:
+        elif not s.dynamic_batch_size and per_gpu % s.micro_batch_size_per_gpu:
             self.error(JOB + "microBatchSizePerGpu",
                        f"is {s.micro_batch_size_per_gpu}, which does not divide the per-GPU mini "
                        f"batch of {per_gpu} (miniBatchSize x generationsPerPrompt / GPUs); use a "
@@ -319,13 +393,10 @@ class _Checker:
                 self.error(JOB + "rolloutTensorParallelSize",
                            f"is {tp}: a rollout replica must fit in one node ({gpn} GPUs) or span "
                            f"whole nodes; use a divisor or a multiple of {gpn}")
-
-    def verl_extras(self, overrides: dict[str, str]) -> None:
-        sp = overrides.get("actor_rollout_ref.actor.ulysses_sequence_parallel_size")
-        padding = overrides.get("actor_rollout_ref.model.use_remove_padding", "False")
-        if sp is not None and _as_int(sp) not in (None, 1) and not _as_bool(padding):
-            self.error(EXTRA, f"actor_rollout_ref.actor.ulysses_sequence_parallel_size={sp} needs "
-                       "actor_rollout_ref.model.use_remove_padding=True; add it")
+        if sp > 1 and n_gpus % sp:
+            self.error(JOB + "ulyssesSequenceParallelSize",
+                       f"is {sp}, which does not divide the run's {n_gpus} GPUs; use a divisor "
+                       f"of {n_gpus}")
 
     # ---- NeMo RL ------------------------------------------------------------------------------
     def nemo_rl(self, usable: bool, overrides: dict[str, str]) -> None:
@@ -333,13 +404,32 @@ class _Checker:
         if s.rollout_engine not in NEMO_RL_ENGINES:
             self.error(JOB + "rolloutEngine", f"is {s.rollout_engine!r}; NeMo RL 0.5.0 GRPO "
                        "generates with 'vllm' here")
-        if s.kl_loss_type not in ("low_var_kl", "k3"):
-            self.warning(JOB + "klLossType", f"is {s.kl_loss_type!r} but is not rendered for NeMo "
-                         "RL: its reference-policy KL is the k3 (low_var_kl) estimator "
-                         "(loss_fn.reference_policy_kl_type is not confirmed in v0.5.0)")
-        if s.validate_every_steps == 0:
-            self.warning(JOB + "validateEverySteps", "is 0 (no validation): NeMo RL ranks the "
-                         "checkpoints it keeps (checkpointing.keep_top_k) by a validation metric")
+        if s.kl_loss_type not in NEMO_RL_KL_TYPES:
+            self.error(JOB + "klLossType", f"is {s.kl_loss_type!r}; NeMo RL's reference-policy "
+                       "KL estimators are k1, k2, k3 (loss_fn.reference_policy_kl_type); "
+                       + ", ".join(f"{k} = {v}" for k, v in NEMO_RL_KL_TYPES.items()
+                                   if k not in ("k1", "k2", "k3")))
+        if s.wandb:
+            self.warning("gke-grpo:wandbApiKey", "is set but W&B stays off for NeMo RL: NeMo RL "
+                         "copies the driver's whole environment into the job's runtime env "
+                         "(visible through Ray's state API), so the head holds no W&B key; "
+                         "TensorBoard logs are written instead")
+        if s.ulysses_sequence_parallel_size != 1:
+            self.error(JOB + "ulyssesSequenceParallelSize",
+                       f"is {s.ulysses_sequence_parallel_size}; Ulysses is verl's: set it to 1 "
+                       "(NeMo RL: trainingTensorParallelSize with sequenceParallel)")
+        if s.max_tokens_per_gpu is not None:
+            self.error(JOB + "maxTokensPerGpu", f"is {s.max_tokens_per_gpu}; it is verl's token "
+                       "budget: drop it (NeMo RL sizes dynamic batches from the micro batch x the "
+                       "sequence length)")
+        if s.dynamic_batch_size and s.sequence_packing:
+            self.error(JOB + "sequencePacking", "is true while dynamicBatchSize is true; NeMo RL "
+                       "allows only one of them (\"Dynamic Batching is exclusive of Sequence "
+                       "Packing\"): set one false")
+        if s.training_tensor_parallel_size < 1:
+            self.error(JOB + "trainingTensorParallelSize",
+                       f"is {s.training_tensor_parallel_size}; set 1 or more")
+            usable = False
         if s.colocated_generation and s.generation_nodes:
             self.error(JOB + "generationNodes", f"is {s.generation_nodes} while "
                        "colocatedGeneration is true; set it to 0, or set colocatedGeneration "
@@ -377,7 +467,7 @@ class _Checker:
             pp = get("policy.megatron_cfg.pipeline_model_parallel_size", 1)
             cp = get("policy.megatron_cfg.context_parallel_size", 1)
         else:
-            tp = get("policy.dtensor_cfg.tensor_parallel_size", 1)
+            tp = s.training_tensor_parallel_size
             pp = 1
             cp = get("policy.dtensor_cfg.context_parallel_size", 1)
         if min(tp, pp, cp) < 1:
@@ -404,9 +494,7 @@ class _Checker:
                            f"is {gbs}, not a multiple of the data-parallel size {dp} ({train_gpus} "
                            f"training GPUs / TP x PP x CP {model_parallel}); use a multiple of {dp}")
             else:
-                packing = _as_bool(overrides.get("policy.sequence_packing.enabled", "True"))
-                dynamic = _as_bool(overrides.get("policy.dynamic_batching.enabled", "False"))
-                if not packing and not dynamic and (gbs // dp) % s.micro_batch_size_per_gpu:
+                if not s.sequence_packing and not s.dynamic_batch_size and (gbs // dp) % s.micro_batch_size_per_gpu:
                     self.error(JOB + "microBatchSizePerGpu",
                                f"is {s.micro_batch_size_per_gpu}, which does not divide the "
                                f"per-rank batch of {gbs // dp} (miniBatchSize / data-parallel "
@@ -435,14 +523,12 @@ class _Checker:
                            " to check overrides against: run python -m tools.verl_snapshot")
                 return values
             prefixes = _verl_prefixes(s.framework_version)
-            seen = {k: "both" for k in known}
             where = f"verl {s.framework_version}'s ppo_trainer config"
         else:
             if s.framework_version != NEMO_RL_KEYS_VERSION:
                 self.warning(EXTRA, f"NeMo RL {s.framework_version}: overrides are checked against "
                              f"the {NEMO_RL_KEYS_VERSION} key list ({NEMO_RL_KEYS_FILE.name})")
-            seen = nemo_rl_keys()
-            known = frozenset(seen)
+            known = frozenset(nemo_rl_keys())
             prefixes = _nemo_rl_prefixes()
             where = "NeMo RL 0.5.0's grpo_math_1B.yaml (data/nemo-rl-0.5.0-keys.txt)"
         for override in s.extra_overrides:
@@ -468,9 +554,6 @@ class _Checker:
                 self.error(EXTRA, f"{key} is not a key of {where}{_suggest(key, known)}; "
                            "fix the spelling, or write +" + key + "=... to add a new key")
                 continue
-            if seen.get(key) == "newer-only":
-                self.warning(EXTRA, f"{key} is in a newer NeMo RL grpo_math_1B.yaml but not "
-                             "confirmed in v0.5.0; the run fails at start if v0.5.0 lacks it")
             if prefix == "":
                 values[key] = override.split("=", 1)[1]
         return values
@@ -492,16 +575,19 @@ class _Checker:
         usable = self.values()
         self.checkpoints()
         self.dataset()
+        self.revisions()
         if usable:
             self.model()
         overrides = self.extras()
         if s.framework == "verl":
             self.verl(usable)
-            self.verl_extras(overrides)
         elif s.framework == "nemo-rl":
             self.nemo_rl(usable, overrides)
         else:
             self.error(JOB + "framework", f"is {s.framework!r}; one of 'verl', 'nemo-rl'")
+        if usable and s.framework in ("verl", "nemo-rl"):
+            from jobs.memory_plan import memory_findings   # GPU memory (docs/memory-planner.md)
+            self.findings.extend(memory_findings(s, s.memory_check))
         return self.findings
 
 
@@ -511,6 +597,12 @@ def _carries_credential(override: str) -> bool:
     return looks_like_secret_value(text) or (
         "=" in text and looks_like_secret_name(key) and not text.split("=", 1)[1].startswith("$")
         and text.split("=", 1)[1].strip().lower() not in ("", "null", "none", "~"))
+
+
+def _divisors_text(heads: int, kv: int, *, replicate_kv: bool) -> str:
+    fits = [tp for tp in range(1, heads + 1) if heads % tp == 0 and (
+        kv % tp == 0 if kv >= tp or not replicate_kv else tp % kv == 0)]
+    return "one of " + ", ".join(str(tp) for tp in fits)
 
 
 def _as_bool(value: str) -> bool:
@@ -580,6 +672,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     findings = check(spec)
     for finding in findings:
         print(finding)
+    from jobs.memory_plan import format_plan, plan_for_spec
+    plan = plan_for_spec(spec)
+    if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
+        print(format_plan(plan))
     failed = errors(findings)
     warnings = len(findings) - len(failed)
     print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "

@@ -13,17 +13,32 @@ is skipped, so a restarted attempt (or a second run on the same /data) does no w
     step            output                                        marker
     gsm8k-source    <datasets>/gsm8k/source/main/{train,test}-00000-of-00001.parquet
                                                                   source/.gke-grpo-complete
-    gsm8k-verl      <datasets>/gsm8k/{train,test}.parquet         .gke-grpo-verl-complete
-    gsm8k-nemo-rl   <datasets>/gsm8k/{train,test}.jsonl           .gke-grpo-nemo-rl-complete
+    gsm8k-verl      <datasets>/gsm8k/{train,validation,test}.parquet
+                                                                  .gke-grpo-verl-complete
+    gsm8k-nemo-rl   <datasets>/gsm8k/{train,validation,test}.jsonl
+                                                                  .gke-grpo-nemo-rl-complete
     model           <models>/<org>/<name>/ (a Hugging Face snapshot)
                                                                   <model>/.gke-grpo-complete
+
+Splits: ``validation`` is a held-out slice of GSM8K's TRAIN split (GSM8K_VALIDATION_ROWS rows,
+chosen by content hash, so the same rows whatever the file order) and ``train`` is the rest of
+it; the trainers validate (and rank nothing) on ``validation``. ``test`` is GSM8K's test split,
+untouched, for a final evaluation only: no trainer reads it.
+
+Revisions: ``--model-revision`` / ``--dataset-revision`` (Hub commit shas, gke-grpo:job.
+modelRevision / datasetRevision) go into the download calls and the markers, and name the
+directories (``<name>--<sha>``; Hub repo names cannot contain "--"), so a pinned run never reads
+files of another revision. Unpinned, the Hub's current main is downloaded once and kept.
 
 GSM8K comes from the Hugging Face Hub (openai/gsm8k, config "main", its two parquet files) or,
 with --source-dir, from a local directory holding either that layout (main/*.parquet) or the
 original openai/grade-school-math JSONL files (train.jsonl, test.jsonl).
 
-The Hugging Face token is read from the HF_TOKEN environment variable (a Kubernetes Secret
-mounted as pod env); it is passed to huggingface_hub and never printed or written.
+The Hugging Face token is read from the file ``--hf-token-file`` (default HF_TOKEN_FILE, where
+the head mounts the hf-secret Secret: the head has no credential in its environment, because
+NeMo RL copies the driver's environment into the job's runtime env) or, when that file does not
+exist, from the HF_TOKEN environment variable; it is passed to huggingface_hub and never printed
+or written.
 
 Exit codes: 0 every step done or skipped; 1 a step failed (the message says which); 2 usage.
 """
@@ -31,6 +46,7 @@ Exit codes: 0 every step done or skipped; 1 a step failed (the message says whic
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import posixpath
@@ -53,9 +69,15 @@ DATASETS = ("gsm8k",)
 GSM8K_HF_REPO = "openai/gsm8k"
 GSM8K_HF_FILES = {"train": "main/train-00000-of-00001.parquet",
                   "test": "main/test-00000-of-00001.parquet"}
-GSM8K_SPLITS = ("train", "test")
+SOURCE_SPLITS = ("train", "test")                 # the splits GSM8K ships
+GSM8K_SPLITS = ("train", "validation", "test")     # the splits prepared for the trainers
 GSM8K_TRAIN_ROWS = 7473
 GSM8K_TEST_ROWS = 1319
+# Held out of the train split for validation during training: NeMo RL's grpo_math_1B.yaml
+# validates on max_val_samples = 256 prompts (v0.5.0), so one validation pass reads them all.
+GSM8K_VALIDATION_ROWS = 256
+# What one epoch of training reads.
+GSM8K_TRAINING_ROWS = GSM8K_TRAIN_ROWS - GSM8K_VALIDATION_ROWS
 
 # verl's own GSM8K preprocessing, examples/data_preprocess/gsm8k.py (verl-project/verl
 # @63b2ae3a, read 2026-12-01): the same data_source, instruction, regex and row shape, so that
@@ -64,9 +86,14 @@ GSM8K_DATA_SOURCE = "openai/gsm8k"
 GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
 _GSM8K_ANSWER = re.compile(r"#### (\-?[0-9\.\,]+)")
 
+# The hf-secret Secret's key hf_api_token, mounted read-only on the Ray head
+# (components/head_credentials.py).
+HF_TOKEN_FILE = "/var/run/secrets/gke-grpo/hf/hf_api_token"
+
 MARKER = ".gke-grpo-complete"
 # Bump when a step's output format changes: an older marker then no longer counts as done.
-FORMAT_VERSION = 1
+# 2: the validation split held out of train; revisions recorded.
+FORMAT_VERSION = 2
 
 Downloader = Callable[..., Any]
 
@@ -102,10 +129,17 @@ def step_marker(dataset_dir: str, framework: str) -> str:
     return posixpath.join(dataset_dir, f".gke-grpo-{framework}-complete")
 
 
-def prepare_argv(framework: str, model: str, dataset: str, data_root: str = MOUNT_PATH) -> list[str]:
+def prepare_argv(framework: str, model: str, dataset: str, data_root: str = MOUNT_PATH, *,
+                 model_revision: Optional[str] = None,
+                 dataset_revision: Optional[str] = None) -> list[str]:
     """The arguments after ``python -m jobs.prepare`` for one run (for the RayJob entrypoint)."""
-    return ["--framework", framework, "--model", model, "--dataset", dataset,
+    argv = ["--framework", framework, "--model", model, "--dataset", dataset,
             "--data-root", data_root]
+    if model_revision:
+        argv += ["--model-revision", model_revision]
+    if dataset_revision:
+        argv += ["--dataset-revision", dataset_revision]
+    return argv
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,12 +147,14 @@ def prepare_argv(framework: str, model: str, dataset: str, data_root: str = MOUN
 # ---------------------------------------------------------------------------------------------
 
 
-def marker_done(path: Path) -> bool:
+def marker_done(path: Path, revision: Optional[str] = None) -> bool:
+    """The step is done: its marker has this format and, for a pinned step, this revision."""
     try:
         content = json.loads(path.read_text())
     except (OSError, ValueError):
         return False
-    return isinstance(content, dict) and content.get("format") == FORMAT_VERSION
+    return (isinstance(content, dict) and content.get("format") == FORMAT_VERSION
+            and content.get("revision") == revision)
 
 
 def write_marker(path: Path, **details: Any) -> None:
@@ -187,7 +223,7 @@ class LocalSource:
         return f"local directory {self.directory}"
 
     def fetch(self) -> None:
-        for split in GSM8K_SPLITS:
+        for split in SOURCE_SPLITS:
             if self._path(split) is None:
                 raise PrepareError(f"{self.directory}: no {GSM8K_HF_FILES[split]} nor {split}.jsonl")
 
@@ -207,26 +243,29 @@ class LocalSource:
 class HubSource(LocalSource):
     """GSM8K downloaded once from the Hub into ``<datasets>/gsm8k/source`` (marker last)."""
 
-    def __init__(self, directory: Path, token: Optional[str], downloader: Optional[Downloader] = None):
+    def __init__(self, directory: Path, token: Optional[str], downloader: Optional[Downloader] = None,
+                 revision: Optional[str] = None):
         super().__init__(directory)
         self.token = token
         self.downloader = downloader
+        self.revision = revision
 
     def describe(self) -> str:
-        return f"Hugging Face Hub dataset {GSM8K_HF_REPO}"
+        at = f" at {self.revision}" if self.revision else " (unpinned: the Hub's main)"
+        return f"Hugging Face Hub dataset {GSM8K_HF_REPO}{at}"
 
     def fetch(self) -> None:
         marker = self.directory / MARKER
-        if marker_done(marker):
+        if marker_done(marker, self.revision):
             _log(f"gsm8k-source: {self.directory} already complete, skipped")
             return
         download = self.downloader or _hf_hub_download()
-        for split in GSM8K_SPLITS:
+        for split in SOURCE_SPLITS:
             _log(f"gsm8k-source: downloading {GSM8K_HF_REPO} {GSM8K_HF_FILES[split]}")
             download(repo_id=GSM8K_HF_REPO, filename=GSM8K_HF_FILES[split], repo_type="dataset",
-                     local_dir=str(self.directory), token=self.token)
+                     revision=self.revision, local_dir=str(self.directory), token=self.token)
         super().fetch()
-        write_marker(marker, step="gsm8k-source", repo=GSM8K_HF_REPO,
+        write_marker(marker, step="gsm8k-source", repo=GSM8K_HF_REPO, revision=self.revision,
                      files=sorted(GSM8K_HF_FILES.values()))
 
 
@@ -262,6 +301,23 @@ def nemo_rl_rows(records: Iterable[dict[str, Any]], split: str) -> list[dict[str
     return rows
 
 
+def split_validation(records: list[dict[str, Any]],
+                     rows: int = GSM8K_VALIDATION_ROWS) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(train, validation): ``rows`` records of GSM8K's train split held out for validation
+    (a tenth of a smaller split), chosen by the sha256 of the question, so the slice does not
+    depend on the file's row order; both keep the source order."""
+    if len(records) >= 10 * rows:
+        count = rows
+    else:
+        count = max(1, len(records) // 10) if len(records) > 1 else 0
+    ranked = sorted(range(len(records)),
+                    key=lambda i: (hashlib.sha256(records[i]["question"].encode()).hexdigest(), i))
+    held_out = set(ranked[:count])
+    train = [r for i, r in enumerate(records) if i not in held_out]
+    validation = [r for i, r in enumerate(records) if i in held_out]
+    return train, validation
+
+
 def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     import pyarrow as pa  # lazily
     import pyarrow.parquet as pq
@@ -273,17 +329,26 @@ def _write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
     _write_atomic(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
-def prepare_gsm8k(framework: str, dataset_dir: Path, source: LocalSource) -> str:
+def prepare_gsm8k(framework: str, dataset_dir: Path, source: LocalSource,
+                  revision: Optional[str] = None) -> str:
     marker = Path(step_marker(str(dataset_dir), framework))
     step = f"gsm8k-{framework}"
-    if marker_done(marker):
+    if marker_done(marker, revision):
         _log(f"{step}: {dataset_dir} already complete, skipped")
         return "skipped"
     source.fetch()
     files = dataset_files(str(dataset_dir), framework)
     counts = {}
+    source_train = source.read("train")
+    for index, record in enumerate(source_train):  # name the row of the file, before the split
+        try:
+            extract_gsm8k_answer(record["answer"])
+        except ValueError as err:
+            raise PrepareError(f"gsm8k train row {index}: {err}") from None
+    train, validation = split_validation(source_train)
+    splits = {"train": train, "validation": validation, "test": source.read("test")}
     for split in GSM8K_SPLITS:
-        records = source.read(split)
+        records = splits[split]
         if framework == "verl":
             rows = verl_rows(records, split)
             _write_parquet(rows, Path(files[split]))
@@ -292,7 +357,7 @@ def prepare_gsm8k(framework: str, dataset_dir: Path, source: LocalSource) -> str
             _write_jsonl(rows, Path(files[split]))
         counts[split] = len(rows)
         _log(f"{step}: wrote {files[split]} ({len(rows)} rows)")
-    write_marker(marker, step=step, source=source.describe(), rows=counts)
+    write_marker(marker, step=step, source=source.describe(), revision=revision, rows=counts)
     return "done"
 
 
@@ -302,7 +367,7 @@ def prepare_gsm8k(framework: str, dataset_dir: Path, source: LocalSource) -> str
 
 
 def prepare_model(model: str, model_dir: Path, token: Optional[str],
-                  downloader: Optional[Downloader] = None) -> str:
+                  downloader: Optional[Downloader] = None, revision: Optional[str] = None) -> str:
     """Download the model once into ``model_dir`` with ``snapshot_download(local_dir=...)``.
 
     Marker-last rather than download-to-temp-then-rename: renaming a directory is not atomic on
@@ -313,16 +378,17 @@ def prepare_model(model: str, model_dir: Path, token: Optional[str],
     marker first, so a half download is never used: it is resumed (redone) by the next run.
     """
     marker = model_dir / MARKER
-    if marker_done(marker):
+    if marker_done(marker, revision):
         _log(f"model: {model_dir} already complete, skipped")
         return "skipped"
     download = downloader or _snapshot_download()
-    _log(f"model: downloading {model} into {model_dir}")
+    at = f" at {revision}" if revision else " (unpinned: the Hub's main)"
+    _log(f"model: downloading {model}{at} into {model_dir}")
     model_dir.mkdir(parents=True, exist_ok=True)
-    download(repo_id=model, local_dir=str(model_dir), token=token)
+    download(repo_id=model, revision=revision, local_dir=str(model_dir), token=token)
     if not (model_dir / "config.json").is_file():
         raise PrepareError(f"model: {model} downloaded into {model_dir} has no config.json")
-    write_marker(marker, step="model", model=model)
+    write_marker(marker, step="model", model=model, revision=revision)
     return "done"
 
 
@@ -353,6 +419,7 @@ class PrepareResult:
 
 
 def prepare(framework: str, model: str, dataset: str = "gsm8k", data_root: str = MOUNT_PATH, *,
+            model_revision: Optional[str] = None, dataset_revision: Optional[str] = None,
             source_dir: Optional[str] = None, token: Optional[str] = None,
             model_downloader: Optional[Downloader] = None,
             file_downloader: Optional[Downloader] = None) -> PrepareResult:
@@ -362,18 +429,29 @@ def prepare(framework: str, model: str, dataset: str = "gsm8k", data_root: str =
         raise PrepareError(f"unknown dataset {dataset!r}: one of {', '.join(DATASETS)}")
     layout = layout_for(data_root)
     try:
-        dataset_dir = Path(layout.dataset_dir(dataset))
-        model_dir = Path(layout.model_dir(model))
+        dataset_dir = Path(layout.dataset_dir(dataset, dataset_revision))
+        model_dir = Path(layout.model_dir(model, model_revision))
     except ValueError as err:
         raise PrepareError(str(err)) from None
     if source_dir is not None:
         source: LocalSource = LocalSource(Path(source_dir))
     else:
-        source = HubSource(dataset_dir / "source", token, file_downloader)
+        source = HubSource(dataset_dir / "source", token, file_downloader, dataset_revision)
     result = PrepareResult()
-    result.steps[f"{dataset}-{framework}"] = prepare_gsm8k(framework, dataset_dir, source)
-    result.steps["model"] = prepare_model(model, model_dir, token, model_downloader)
+    result.steps[f"{dataset}-{framework}"] = prepare_gsm8k(framework, dataset_dir, source,
+                                                           dataset_revision)
+    result.steps["model"] = prepare_model(model, model_dir, token, model_downloader,
+                                          model_revision)
     return result
+
+
+def read_hf_token(path: Path = Path(HF_TOKEN_FILE)) -> Optional[str]:
+    """The token from the mounted Secret file, else from HF_TOKEN, else None (public models)."""
+    try:
+        token = path.read_text().strip()
+    except FileNotFoundError:
+        token = os.environ.get("HF_TOKEN", "").strip()
+    return token or None
 
 
 def _log(message: str) -> None:
@@ -395,14 +473,22 @@ def main(argv: Optional[list[str]] = None, *, model_downloader: Optional[Downloa
     parser.add_argument("--data-root", default=MOUNT_PATH)
     parser.add_argument("--source-dir", default=None,
                         help="read GSM8K from this directory instead of the Hugging Face Hub")
+    parser.add_argument("--model-revision", default=None,
+                        help="Hub commit sha of the model (gke-grpo:job.modelRevision)")
+    parser.add_argument("--dataset-revision", default=None,
+                        help="Hub commit sha of openai/gsm8k (gke-grpo:job.datasetRevision)")
+    parser.add_argument("--hf-token-file", default=HF_TOKEN_FILE,
+                        help="file holding the Hugging Face token (the mounted hf-secret); "
+                             "HF_TOKEN is read when it does not exist")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
         return 2 if exit_.code else 0
-    token = os.environ.get("HF_TOKEN") or None
+    token = read_hf_token(Path(args.hf_token_file))
     try:
         result = prepare(args.framework, args.model, args.dataset, args.data_root,
-                         source_dir=args.source_dir, token=token,
+                         model_revision=args.model_revision,
+                         dataset_revision=args.dataset_revision, source_dir=args.source_dir, token=token,
                          model_downloader=model_downloader, file_downloader=file_downloader)
     except PrepareError as err:
         print(f"[prepare] failed: {_redact(str(err), token)}", file=sys.stderr, flush=True)

@@ -110,8 +110,10 @@ def compose_entrypoint(spec: GrpoSpec, training_entrypoint: str,
     wait = (f"{PYTHON} -m jobs.wait_for_gpus --gpus {spec.total_gpus} "
             f"--gpus-per-node {spec.gpus_per_node} --timeout-seconds {int(gpu_wait_seconds)}")
     # Nothing attempt-specific: every attempt of a run runs the same command.
+    revisions = ((["--model-revision", spec.model_revision] if spec.model_revision else [])
+                 + (["--dataset-revision", spec.dataset_revision] if spec.dataset_revision else []))
     prepare = shlex.join([PYTHON, "-m", "jobs.prepare", "--framework", spec.framework,
-                          "--model", spec.model, "--dataset", spec.dataset])
+                          "--model", spec.model, "--dataset", spec.dataset, *revisions])
     return f"{wait} && {prepare} && {training_entrypoint.strip()}"
 
 

@@ -57,14 +57,29 @@ class GrpoSpec:
     wandb: bool                         # a W&B key is configured (its value never is here)
     storage_kind: str                   # "gcs" | "lustre"
     storage_capacity_gib: Optional[int]  # Lustre capacity; None for Cloud Storage (unbounded)
+    # Hugging Face Hub commit shas; None = unpinned (the Hub's main when first staged).
+    model_revision: Optional[str] = None
+    dataset_revision: Optional[str] = None
+    # Training-side parallelism and batching (gke-grpo:job.*, mapped per framework in
+    # jobs/render.py).
+    training_tensor_parallel_size: int = 1
+    sequence_parallel: bool = False
+    activation_checkpointing: bool = True
+    ulysses_sequence_parallel_size: int = 1
+    dynamic_batch_size: bool = False
+    max_tokens_per_gpu: Optional[int] = None
+    sequence_packing: bool = True
     attempt: int = 1
+    memory_check: str = "enforce"       # gke-grpo:job.memoryCheck: preflight's policy, not the run
 
     # ---- identity ---------------------------------------------------------------------------
     @property
     def spec_hash(self) -> str:
-        """sha256 of every field but the attempt, canonical JSON: same spec, same hash."""
+        """sha256 of every field but the attempt and the memory-check policy, canonical JSON:
+        same spec, same hash."""
         fields = dataclasses.asdict(self)
         fields.pop("attempt")
+        fields.pop("memory_check")
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -92,11 +107,11 @@ class GrpoSpec:
 
     @property
     def model_dir(self) -> str:
-        return DATA_LAYOUT.model_dir(self.model)
+        return DATA_LAYOUT.model_dir(self.model, self.model_revision)
 
     @property
     def dataset_dir(self) -> str:
-        return DATA_LAYOUT.dataset_dir(self.dataset)
+        return DATA_LAYOUT.dataset_dir(self.dataset, self.dataset_revision)
 
     def with_attempt(self, attempt: int) -> "GrpoSpec":
         return dataclasses.replace(self, attempt=attempt)
@@ -143,5 +158,12 @@ def spec_from_config(config: "StackConfig") -> GrpoSpec:
         storage_kind=config.storage.kind,
         storage_capacity_gib=(lustre.capacity_gib if lustre else
                               (18_000 if config.storage.kind == "lustre" else None)),
-        attempt=job.attempt,
+        model_revision=job.model_revision, dataset_revision=job.dataset_revision,
+        training_tensor_parallel_size=job.training_tensor_parallel_size,
+        sequence_parallel=job.sequence_parallel,
+        activation_checkpointing=job.activation_checkpointing,
+        ulysses_sequence_parallel_size=job.ulysses_sequence_parallel_size,
+        dynamic_batch_size=job.dynamic_batch_size, max_tokens_per_gpu=job.max_tokens_per_gpu,
+        sequence_packing=job.sequence_packing,
+        attempt=job.attempt, memory_check=job.memory_check,
     )

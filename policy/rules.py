@@ -30,7 +30,9 @@ The rules:
  5. prod-data-stores-protected: in the prod stack, buckets and Lustre instances are protected.
  6. no-plaintext-secrets: credentials reach containers through Secrets only, never as plain
     values in env or in a RayJob's entrypoint, runtime env or metadata.
- 7. iam-bucket-scoped: no project-, folder- or organization-wide IAM grant.
+ 7. iam-bucket-scoped: no project-, folder- or organization-wide IAM grant, with ONE exception:
+    the GKE nodes' own service account gets roles/container.defaultNodeServiceAccount on the
+    project (see NODE_SERVICE_ACCOUNT_ROLES below).
 """
 
 from __future__ import annotations
@@ -561,10 +563,29 @@ _SCOPES = {"projects": ("project", "project"), "folder": ("folder", "folder"),
            "organizations": ("organization", "orgId")}
 
 
+# The one project-wide grant allowed: GKE's node role, which exists only at project level, to a
+# user-managed service account of the same project (the stack's NodeServiceAccount) with an
+# IAMMember (additive; never a Binding or Policy, which would take the role from others). GKE
+# "Use least privilege IAM service accounts" / CIS GKE 5.2.1: nodes run as such an account,
+# never as the Compute Engine default one. Read 2026-12-01.
+NODE_SERVICE_ACCOUNT_ROLES = frozenset({"roles/container.defaultNodeServiceAccount"})
+_COMPUTE_DEFAULT_ACCOUNT = "-compute@developer.gserviceaccount.com"
+
+
+def _is_node_service_account_grant(resource_type: str, props: Mapping) -> bool:
+    if resource_type != "gcp:projects/iAMMember:IAMMember":
+        return False
+    role, member, project = _get(props, "role"), _get(props, "member"), _get(props, "project")
+    if role not in NODE_SERVICE_ACCOUNT_ROLES or not isinstance(member, str) or not project:
+        return False
+    return (member.startswith("serviceAccount:") and not member.endswith(_COMPUTE_DEFAULT_ACCOUNT)
+            and member.endswith(f"@{project}.iam.gserviceaccount.com"))
+
+
 def check_iam_bucket_scoped(resource_type: str, props: Mapping, urn: str, name: str,
                             protect: bool, stack: str) -> list[str]:
     match = _BROAD_IAM.match(resource_type)
-    if not match:
+    if not match or _is_node_service_account_grant(resource_type, props):
         return []
     scope, key = _SCOPES[match.group(1)]
     target = _get(props, key)
@@ -610,7 +631,9 @@ RULES: tuple[Rule, ...] = (
          "container env or in a RayJob's entrypoint, runtime env or metadata.",
          check_no_plaintext_secrets),
     Rule("iam-bucket-scoped",
-         "IAM grants are scoped to the bucket, never project-, folder- or organization-wide.",
+         "IAM grants are scoped to the bucket, never project-, folder- or organization-wide "
+         "(one documented exception: the GKE nodes' own account gets "
+         "roles/container.defaultNodeServiceAccount).",
          check_iam_bucket_scoped),
 )
 

@@ -69,7 +69,24 @@ class GrpoMocks(pulumi.runtime.Mocks):
             state.update(selfLink=f"{COMPUTE}/{resource_id}")
         elif kind == "gcp:compute/globalAddress:GlobalAddress":
             resource_id = f"projects/{project}/global/addresses/{name}"
-            state.update(selfLink=f"{COMPUTE}/{resource_id}", address="10.96.0.0")
+            state.update(selfLink=f"{COMPUTE}/{resource_id}", address=inputs.get("address", "10.96.0.0"))
+        elif kind == "gcp:compute/router:Router":
+            region = inputs.get("region", self.region)
+            resource_id = f"projects/{project}/regions/{region}/routers/{name}"
+            state.update(selfLink=f"{COMPUTE}/{resource_id}")
+        elif kind == "gcp:compute/routerNat:RouterNat":
+            region = inputs.get("region", self.region)
+            resource_id = f"{project}/{region}/{inputs.get('router')}/{name}"
+        elif kind == "gcp:projects/service:Service":
+            resource_id = f"{project}/{inputs.get('service')}"
+        elif kind == "gcp:serviceaccount/account:Account":
+            email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
+            resource_id = f"projects/{project}/serviceAccounts/{email}"
+            state.update(email=email, name=resource_id, member=f"serviceAccount:{email}",
+                         uniqueId="1" + _digits(email, 20))
+        elif kind == "gcp:projects/iAMMember:IAMMember":
+            resource_id = f"{project}/{inputs.get('role')}/{inputs.get('member')}"
+            state.update(etag="BwY" + _digits(resource_id, 8))
         elif kind == "gcp:container/cluster:Cluster":
             location = inputs.get("location", self.region)
             resource_id = f"projects/{project}/locations/{location}/clusters/{name}"
@@ -78,7 +95,14 @@ class GrpoMocks(pulumi.runtime.Mocks):
                 endpoint="34.118.0." + str(int(_digits(resource_id, 3)) % 250 + 2),
                 masterAuth={"clusterCaCertificate": FAKE_CA, "clientCertificateConfig": {
                     "issueClientCertificate": False}},
-                masterVersion=inputs.get("minMasterVersion", "1.33"),
+                masterVersion=inputs.get("minMasterVersion", "1.35"),
+                # The DNS-based endpoint GKE gives every cluster: gke-<hash>.<location>.gke.goog.
+                controlPlaneEndpointsConfig={
+                    **(inputs.get("controlPlaneEndpointsConfig") or {}),
+                    "dnsEndpointConfig": {
+                        **((inputs.get("controlPlaneEndpointsConfig") or {}).get("dnsEndpointConfig") or {}),
+                        "endpoint": f"gke-{hashlib.sha256(resource_id.encode()).hexdigest()[:32]}"
+                                    f"-{project_number(project)}.{location}.gke.goog"}},
             )
         elif kind == "gcp:container/nodePool:NodePool":
             location = inputs.get("location", self.region)

@@ -225,6 +225,10 @@ def _env(container: dict, name: str, **entry: Any) -> None:
     container["env"].append({"name": name, **entry})
 
 
+def _node_grant(stack: str) -> dict:
+    return find(DOCS[stack], "gcp:projects/iAMMember:IAMMember", "node-sa-container-defaultnodeserviceaccount")
+
+
 def _iam(new_type: str, **inputs: Any) -> dict:
     member = find(DOCS["dev"], BUCKET_MEMBER, "storage-bucket-object-user")
     granted = retype(member, new_type)
@@ -337,6 +341,18 @@ BAD: list[tuple[str, str, str, Callable[[], dict]]] = [
     ("project-iam-policy", "iam-bucket-scoped", "sets the IAM policy on the whole project",
      lambda: _with(_iam("gcp:projects/iAMPolicy:IAMPolicy", project="my-grpo-dev"),
                    lambda r: r["inputs"].update(policyData='{"bindings": []}', role=None))),
+    # The node-role exception is narrow: any other role, the Compute Engine default account,
+    # another project's account, or a Binding (which would take the role from others) fail.
+    ("node-sa-other-role", "iam-bucket-scoped", "grants roles/editor on the whole project",
+     lambda: _with(_node_grant("dev"), _set(["inputs", "role"], "roles/editor"))),
+    ("node-role-to-compute-default", "iam-bucket-scoped", "grants roles/container.defaultNodeServiceAccount",
+     lambda: _with(_node_grant("dev"), _set(["inputs", "member"],
+                                            "serviceAccount:123456789012-compute@developer.gserviceaccount.com"))),
+    ("node-role-to-another-project", "iam-bucket-scoped", "on the whole project",
+     lambda: _with(_node_grant("dev"), _set(["inputs", "member"],
+                                            "serviceAccount:nodes@other-project.iam.gserviceaccount.com"))),
+    ("node-role-as-binding", "iam-bucket-scoped", "on the whole project",
+     lambda: retype(_node_grant("dev"), "gcp:projects/iAMBinding:IAMBinding")),
     ("org-iam-member", "iam-bucket-scoped", "on the whole organization",
      lambda: _iam("gcp:organizations/iAMMember:IAMMember", orgId="123456789012")),
 ]
@@ -403,6 +419,7 @@ GOOD: list[tuple[str, Callable[[], dict]]] = [
         tag="latest", digest="sha256:" + "0" * 64))),
     ("prod-bucket-protected", lambda: _with(in_stack(find(DOCS["dev"], "gcp:storage/bucket:Bucket", "storage-bucket"), "prod"),
                                             _set(["protect"], True))),
+    ("node-service-account-role", lambda: _node_grant("prod")),
     ("service-account-iam", lambda: _iam("gcp:serviceaccount/iAMMember:IAMMember",
                                          serviceAccountId="projects/my-grpo-dev/serviceAccounts/x@y")),
 ]

@@ -4,6 +4,7 @@ cluster mode and provisioning model."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -46,15 +47,16 @@ def test_standard_cluster_flags(prod_preview):
     assert cluster["enableMultiNetworking"] is True
     assert cluster["workloadIdentityConfig"] == {"workloadPool": "my-grpo-prod.svc.id.goog"}
     assert cluster["networkingMode"] == "VPC_NATIVE"
-    assert cluster["monitoringConfig"] == {"enableComponents": ["SYSTEM_COMPONENTS", "DCGM"],
-                                           "managedPrometheus": {"enabled": True}}
+    assert cluster["monitoringConfig"]["managedPrometheus"] == {"enabled": True}
     assert cluster["deletionProtection"] is True
     assert cluster["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster["maintenancePolicy"]["recurringWindow"]["recurrence"] == "FREQ=WEEKLY;BYDAY=SA,SU"
     # prod runs KubeRay from Helm and Lustre: no Ray addon, the Lustre CSI addon on, FUSE off.
     addons = cluster["addonsConfig"]
-    assert "rayOperatorConfigs" not in addons
-    assert addons["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": False}
+    # Sent even when off: an omitted Optional+Computed block never turns the addon off.
+    assert addons["rayOperatorConfigs"] == [{"enabled": False}]
+    assert addons["lustreCsiDriverConfig"] == {"enabled": True, "enableLegacyLustrePort": False,
+                                               "disableMultiNic": True}
     assert addons["gcsFuseCsiDriverConfig"] == {"enabled": False}
 
 
@@ -64,6 +66,8 @@ def test_autopilot_cluster_flags(dev_preview):
     assert cluster["enableMultiNetworking"] is True
     assert cluster["deletionProtection"] is False
     assert "removeDefaultNodePool" not in cluster
+    # Autopilot always runs Dataplane V2; Google's Terraform module dropped the field for it.
+    assert "datapathProvider" not in cluster
     addons = cluster["addonsConfig"]
     assert addons["rayOperatorConfigs"][0]["enabled"] is True
     assert addons["gcsFuseCsiDriverConfig"] == {"enabled": True}
@@ -154,6 +158,8 @@ def test_provisioning_model_flags(variant):
         assert selector == {
             "cloud.google.com/gke-accelerator": "nvidia-b200",
             "cloud.google.com/gke-accelerator-count": "8",
+            "cloud.google.com/gke-ephemeral-storage-local-ssd": "true",
+            "topology.kubernetes.io/zone": "us-central1-b",
             "cloud.google.com/compute-class": "Accelerator",
             "cloud.google.com/reservation-name": "grpo-b200-reservation",
             "cloud.google.com/reservation-affinity": "specific",
@@ -198,9 +204,97 @@ def test_kubernetes_provider_is_built_from_the_cluster_and_secret(stack_preview)
     assert stack_preview.outputs["kubeconfig"] == "[secret]"
     kubeconfig = json.loads(provider.raw_inputs["kubeconfig"])
     assert kubeconfig["users"][0]["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
-    assert kubeconfig["clusters"][0]["cluster"]["server"].startswith("https://34.118.0.")
+    # controlPlaneAccess "dns" (both stacks): the DNS-based endpoint, no pinned cluster CA.
+    server = kubeconfig["clusters"][0]["cluster"]
+    assert re.fullmatch(r"https://gke-[0-9a-f]{32}-\d{12}\.us-central1\.gke\.goog", server["server"])
+    assert "certificate-authority-data" not in server
     kubernetes_objects = [r for r in stack_preview.resources if r.type.startswith("kubernetes:")]
     assert kubernetes_objects
     for resource in kubernetes_objects:
         # Every Kubernetes object goes through the stack's provider, never a default one.
         assert resource.provider.startswith(provider.urn + "::"), resource.name
+
+
+# ---- issue 13: private nodes, control-plane access, no drift ------------------------------------
+
+def test_private_nodes_and_dns_endpoint_by_default(stack_preview):
+    cluster = stack_preview.one(CLUSTER).inputs
+    # Nodes have no external address (Cloud NAT gives egress); the IP endpoint is private and
+    # the DNS-based endpoint takes traffic from outside, authorized by IAM.
+    assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": True}
+    assert cluster["controlPlaneEndpointsConfig"]["dnsEndpointConfig"]["allowExternalTraffic"] is True
+    assert cluster["masterAuthorizedNetworksConfig"] == {"cidrBlocks": [], "gcpPublicCidrsAccessEnabled": False}
+    assert stack_preview.outputs["getCredentials"].endswith(" --dns-endpoint")
+    assert stack_preview.outputs["clusterEndpoint"].endswith(".us-central1.gke.goog")
+
+
+def test_authorized_networks_open_the_ip_endpoint_to_those_networks_only():
+    office = {"cidrBlock": "203.0.113.0/24", "displayName": "office"}
+    result = preview_with("prod", {P + "cluster.controlPlaneAccess": "authorizedNetworks",
+                                   P + "cluster.masterAuthorizedNetworks": [office]})
+    assert result.error is None, result.error
+    cluster = result.one(CLUSTER).inputs
+    assert cluster["privateClusterConfig"] == {"enablePrivateNodes": True, "enablePrivateEndpoint": False}
+    assert cluster["masterAuthorizedNetworksConfig"] == {"cidrBlocks": [office],
+                                                         "gcpPublicCidrsAccessEnabled": False}
+    assert cluster["controlPlaneEndpointsConfig"]["dnsEndpointConfig"]["allowExternalTraffic"] is False
+    [provider] = result.by_type("pulumi:providers:kubernetes")
+    server = json.loads(provider.raw_inputs["kubeconfig"])["clusters"][0]["cluster"]
+    assert server["server"].startswith("https://34.118.0.") and server["certificate-authority-data"]
+    assert "--dns-endpoint" not in result.outputs["getCredentials"]
+
+
+def test_ray_addon_is_always_sent(stack_preview, variant):
+    # Optional+Computed in the provider: omitted, it would never be turned off (item 5).
+    for result in (stack_preview, variant[1]):
+        [ray] = result.one(CLUSTER).inputs["addonsConfig"]["rayOperatorConfigs"]
+        assert ray["enabled"] is (result.stack == "dev")
+
+
+def test_lustre_multi_nic_off_only_with_lustre(stack_preview):
+    lustre = stack_preview.one(CLUSTER).inputs["addonsConfig"]["lustreCsiDriverConfig"]
+    assert lustre.get("disableMultiNic") is (True if stack_preview.stack == "prod" else None)
+
+
+def test_default_monitoring_package_plus_dcgm(stack_preview):
+    components = stack_preview.one(CLUSTER).inputs["monitoringConfig"]["enableComponents"]
+    # GKE's defaults (kube-state, cAdvisor, kubelet) stay on next to DCGM (item 12).
+    assert {"SYSTEM_COMPONENTS", "POD", "DEPLOYMENT", "STATEFULSET", "DAEMONSET", "STORAGE",
+            "HPA", "CADVISOR", "KUBELET", "DCGM"} <= set(components)
+
+
+def test_datapath_provider_on_standard_only(variant):
+    name, result = variant
+    cluster = result.one(CLUSTER).inputs
+    assert ("datapathProvider" in cluster) is name.startswith("standard")
+
+
+def test_both_stacks_on_a_current_gke_minor(stack_preview):
+    assert stack_preview.one(CLUSTER).inputs["minMasterVersion"] == "1.35"
+
+
+def test_gpu_pool_is_tainted_and_ignores_its_local_ssd_echo(variant):
+    name, result = variant
+    if name.startswith("autopilot"):
+        return
+    pool = _gpu_pool(result)
+    # Explicit (item 7): GKE adds it only when a GPU pool joins a cluster with a CPU pool.
+    assert pool.inputs["nodeConfig"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+    # ForceNew and echoed differently: a diff would rebuild a reserved pool mid-run (item 8).
+    assert "nodeConfig.ephemeralStorageLocalSsdConfig" in pool.ignore_changes
+    [head] = [r for r in result.by_type(POOL) if r.name == "cluster-ray-head"]
+    assert "taints" not in head.inputs["nodeConfig"]
+
+
+def test_compact_placement_with_flex_start_on_a3_ultra_and_a4():
+    # Cluster Toolkit's precondition allows it on A3 Ultra and A4 (item 13).
+    for stack in ("prod", "dev"):
+        changes = {P + "gpu.provisioningModel": "flex-start", P + "gpu.reservation": DELETE,
+                   P + "gpu.compactPlacement": True, P + "gpu.minNodes": 0}
+        if stack == "dev":
+            changes.update({P + "cluster.mode": "standard", P + "gpu.maxRunDurationSeconds": 86400})
+        result = preview_with(stack, changes)
+        assert result.error is None, result.error
+        pool = _gpu_pool(result).inputs
+        assert pool["placementPolicy"] == {"type": "COMPACT"} and pool["nodeConfig"]["flexStart"] is True

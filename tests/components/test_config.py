@@ -27,8 +27,30 @@ INVALID = [
     ("reservation-with-spot", "dev", {P + "gpu.reservation": {"name": "r1"}}, {P + "gpu.reservation"}),
     ("flex-start-auto-repair", "prod", {P + "gpu.provisioningModel": "flex-start",
      P + "gpu.reservation": DELETE, P + "gpu.autoRepair": True}, {P + "gpu.autoRepair"}),
-    ("flex-start-compact", "prod", {P + "gpu.provisioningModel": "flex-start",
-     P + "gpu.reservation": DELETE, P + "gpu.compactPlacement": True}, {P + "gpu.compactPlacement"}),
+    # Flex-start with a minimum would hold (and bill) a granted node for up to 7 days.
+    ("flex-start-min-nodes", "prod", {P + "gpu.provisioningModel": "flex-start",
+     P + "gpu.reservation": DELETE, P + "gpu.minNodes": 1}, {P + "gpu.minNodes"}),
+    ("authorized-networks-without-any", "dev", {P + "cluster.controlPlaneAccess": "authorizedNetworks"},
+     {P + "cluster.masterAuthorizedNetworks"}),
+    ("authorized-network-is-the-internet", "dev", {P + "cluster.controlPlaneAccess": "authorizedNetworks",
+     P + "cluster.masterAuthorizedNetworks": [{"cidrBlock": "0.0.0.0/0", "displayName": "all"}]},
+     {P + "cluster.masterAuthorizedNetworks[0].cidrBlock"}),
+    ("authorized-network-not-a-cidr", "dev", {P + "cluster.controlPlaneAccess": "authorizedNetworks",
+     P + "cluster.masterAuthorizedNetworks": [{"cidrBlock": "office", "displayName": "office"}]},
+     {P + "cluster.masterAuthorizedNetworks[0].cidrBlock"}),
+    ("authorized-networks-with-dns", "dev", {P + "cluster.masterAuthorizedNetworks": [
+     {"cidrBlock": "203.0.113.0/24", "displayName": "office"}]}, {P + "cluster.masterAuthorizedNetworks"}),
+    ("control-plane-access-unknown", "dev", {P + "cluster.controlPlaneAccess": "public"},
+     {P + "cluster.controlPlaneAccess"}),
+    ("lustre-peering-overlaps-pods", "prod", {P + "network.lustrePeeringCidr": "10.6.0.0/20"},
+     {P + "network.lustrePeeringCidr"}),
+    ("lustre-peering-too-small", "prod", {P + "network.lustrePeeringCidr": "10.96.0.0/26"},
+     {P + "network.lustrePeeringCidr"}),
+    ("chart-version-not-vendored", "prod", {P + "kuberay.helmChartVersion": "1.6.0"},
+     {P + "kuberay.helmChartVersion"}),
+    # 12000 GiB + the gcsfuse sidecar's 550Gi exceed the H200 pod bound (local SSD total).
+    ("autopilot-worker-pod-above-maximum", "dev", {P + "kuberay.worker.ephemeralStorageGib": 12000},
+     {P + "kuberay.worker.ephemeralStorageGib"}),
     ("max-run-duration-with-spot", "dev", {P + "gpu.maxRunDurationSeconds": 3600},
      {P + "gpu.maxRunDurationSeconds"}),
     ("max-run-duration-over-7-days", "prod", {P + "gpu.provisioningModel": "flex-start",
@@ -120,6 +142,12 @@ INVALID = [
     ("bad-maintenance-time", "prod", {P + "cluster.maintenanceWindow.startTime": "saturday 2am"},
      {P + "cluster.maintenanceWindow.startTime"}),
     ("steps-and-epochs", "dev", {P + "job.totalSteps": 100}, {P + "job.totalSteps"}),
+    ("revisions-not-shas", "dev", {P + "job.modelRevision": "main",
+     P + "job.datasetRevision": "740312ADD88F781978C0658806C59BC2815B9866"},
+     {P + "job.modelRevision", P + "job.datasetRevision"}),
+    # Preflight runs before any resource too: a TP that does not split the heads stops the run.
+    ("rollout-tp-not-splitting-heads", "dev", {P + "job.rolloutTensorParallelSize": 8},
+     {P + "job.rolloutTensorParallelSize"}),
     ("several-at-once", "prod", {
         P + "gpu.provisioningModel": "on-demand", P + "gpu.reservation": DELETE,
         P + "cluster.zone": "us-east5-a", P + "network.gvnicSubnetCidr": "10.0.0.0/24",
@@ -233,3 +261,25 @@ def test_allocatable_matches_the_reference_figures(shape):
     assert shape.allocatable_cpu == pytest.approx(223.37, abs=0.01)
     expected = {"a3-ultragpu-8g": 2886, "a4-highgpu-8g": 3882}[shape.machine_type]
     assert shape.allocatable_memory_gib == pytest.approx(expected, abs=15)
+
+
+# ---- issue 13, item 14: a current GKE minor, every version gate rechecked -----------------------
+
+def test_the_default_minor_clears_every_version_gate():
+    from components.config import (
+        DEFAULT_GKE_MINOR, FLEX_START_MIN_GKE_VERSION, LUSTRE_CSI_MIN_GKE_VERSION,
+        LUSTRE_MODERN_PORT_MIN_GKE_VERSION, ClusterConfig, version_at_least,
+    )
+    from components.storage import READ_AHEAD_MIN_GKE, STREAMING_WRITES_MIN_GKE
+    from tests.kubernetes_objects import schema_version
+
+    assert ClusterConfig.model_fields["min_master_version"].default == DEFAULT_GKE_MINOR == "1.35"
+    gates = [FLEX_START_MIN_GKE_VERSION, LUSTRE_CSI_MIN_GKE_VERSION, LUSTRE_MODERN_PORT_MIN_GKE_VERSION,
+             READ_AHEAD_MIN_GKE, STREAMING_WRITES_MIN_GKE,
+             *(shape.min_gke_version for shape in MACHINE_SHAPES.values())]
+    for gate in gates:
+        assert version_at_least(DEFAULT_GKE_MINOR, gate), gate
+    # Manifests are validated against that very minor's schema, not an older one.
+    assert schema_version(DEFAULT_GKE_MINOR) == "1.35.0"
+    for stack in ("dev", "prod"):
+        assert load_stack_config(*stack_config(stack)).cluster.min_master_version == DEFAULT_GKE_MINOR

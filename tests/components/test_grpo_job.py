@@ -117,3 +117,26 @@ def test_head_modules_import_nothing_of_pulumi():
         source = (ROOT / "jobs" / name).read_text()
         # Module level only: spec.py's Pulumi-side helper imports lazily, never on the head.
         assert not re.search(r"^(import|from) (pulumi|components|tools)\b", source, flags=re.MULTILINE), name
+
+
+def test_prod_rayjob_starts_nemo_rl_as_its_32b_recipe(prod_preview):
+    """What the prod preview submits: NeMo RL's 32B recipe parallelism, newest-K retention,
+    the held-out validation slice, pinned revisions, and a runtime env that survives init_ray."""
+    import shlex
+
+    spec = _rayjob(prod_preview).inputs["spec"]
+    _wait, prepare, train = spec["entrypoint"].split(" && ", 2)
+    argv = shlex.split(train.split(" && ", 1)[1])
+    for override in ("policy.dtensor_cfg.tensor_parallel_size=8",
+                     "policy.dtensor_cfg.activation_checkpointing=True",
+                     "policy.train_micro_batch_size=1", "policy.dynamic_batching.enabled=True",
+                     "policy.sequence_packing.enabled=False",
+                     "policy.generation.vllm_cfg.tensor_parallel_size=4",
+                     "checkpointing.metric_name=null", "policy.generation.max_new_tokens=1536",
+                     "data.max_input_seq_length=512"):
+        assert override in argv, override
+    assert any(a.startswith("+data.val_data_path=") and a.endswith("/validation.jsonl") for a in argv)
+    assert "--model-revision 5ede1c97bbab6ce5cda5812749b4c0bdf79b18dd" in prepare
+    assert "--dataset-revision 740312add88f781978c0658806c59bc2815b9866" in prepare
+    runtime_env = yaml.safe_load(spec["runtimeEnvYAML"])
+    assert runtime_env["env_vars"]["RAY_OVERRIDE_JOB_RUNTIME_ENV"] == "1"

@@ -12,6 +12,7 @@ from components.config import MACHINE_SHAPES, load_stack_config
 from components.kuberay import interfaces_annotation
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.versions import load_versions
+from jobs.prepare import HF_TOKEN_FILE
 from tests.conftest import preview_with, stack_config
 from tests.crd_schemas import validate_custom_resource
 from tests.kubernetes_objects import manifest_from_registration, validate_strict
@@ -189,12 +190,39 @@ def test_tokens_reach_pods_only_through_secret_refs(stack_preview):
     assert secrets[0].inputs["stringData"] == "[secret]"
     assert set(secrets[0].raw_inputs["stringData"]) == {"hf_api_token"}
     spec = _ray_cluster(stack_preview).inputs["spec"]
-    for template in [spec["headGroupSpec"]["template"], spec["workerGroupSpecs"][0]["template"]]:
-        env = {e["name"]: e for e in template["spec"]["containers"][0]["env"]}
-        assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {
-            "secretKeyRef": {"name": "hf-secret", "key": "hf_api_token"}}}
-        assert env["HF_HOME"]["value"] == "/data/huggingface_cache"
+    worker = spec["workerGroupSpecs"][0]["template"]["spec"]
+    env = {e["name"]: e for e in worker["containers"][0]["env"]}
+    assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {
+        "secretKeyRef": {"name": "hf-secret", "key": "hf_api_token"}}}
+    assert env["HF_HOME"]["value"] == "/data/huggingface_cache"
+    # The head: no credential in its environment (NeMo RL copies the driver's environment into
+    # the job's runtime env); the token is a read-only file from the same Secret, where
+    # jobs.prepare reads it.
+    head = spec["headGroupSpec"]["template"]["spec"]
+    head_env = {e["name"]: e for e in head["containers"][0]["env"]}
+    assert "HF_TOKEN" not in head_env and "WANDB_API_KEY" not in head_env
+    assert not any("secretKeyRef" in str(e) for e in head_env.values())
+    assert head_env["HF_HOME"]["value"] == "/data/huggingface_cache"
+    volumes = {v["name"]: v for v in head["volumes"]}
+    assert volumes["hf-token"] == {"name": "hf-token", "secret": {
+        "secretName": "hf-secret", "items": [{"key": "hf_api_token", "path": "hf_api_token"}]}}
+    mounts = {m["name"]: m for m in head["containers"][0]["volumeMounts"]}
+    assert mounts["hf-token"] == {"name": "hf-token", "mountPath": "/var/run/secrets/gke-grpo/hf",
+                                  "readOnly": True}
+    assert f"{mounts['hf-token']['mountPath']}/hf_api_token" == HF_TOKEN_FILE
     assert SECRET_PLACEHOLDER not in render_json(stack_preview)
+
+
+def test_head_has_the_workers_library_path(stack_preview):
+    """Under NeMo RL the head's environment replaces the workers' on every actor: a head
+    LD_LIBRARY_PATH without /usr/local/gib/lib64 would hide the gIB NCCL plugin."""
+    spec = _ray_cluster(stack_preview).inputs["spec"]
+    head = {e["name"]: e.get("value") for e in
+            spec["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
+    worker = {e["name"]: e.get("value") for e in
+              spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert head["LD_LIBRARY_PATH"] == worker["LD_LIBRARY_PATH"] == \
+        "/usr/local/nvidia/lib64:/usr/local/gib/lib64"
 
 
 def test_wandb_key_adds_its_own_secret():
@@ -204,8 +232,27 @@ def test_wandb_key_adds_its_own_secret():
     assert result.error is None, result.error
     names = {r.inputs["metadata"]["name"] for r in result.resources if r.type == "kubernetes:core/v1:Secret"}
     assert names == {"hf-secret", "wandb-secret"}
-    env = {e["name"]: e for e in _ray_cluster(result).inputs["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    spec = _ray_cluster(result).inputs["spec"]
+    env = {e["name"]: e for e in spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
     assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "wandb-secret", "key": "api_key"}
+    # verl logs to W&B from its TaskRunner on the head: the head keeps the key there (verl does
+    # not copy the driver's environment into the runtime env).
+    head = {e["name"]: e for e in spec["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
+    assert head["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "wandb-secret", "key": "api_key"}
+    assert "HF_TOKEN" not in head
+    assert SECRET_PLACEHOLDER not in render_json(result)
+
+
+def test_nemo_rl_head_never_holds_the_wandb_key():
+    raw, secrets = stack_config("prod", {P + "wandbApiKey": "offline-preview-placeholder"})
+    from tools.preview import run_with_config
+    result = run_with_config("prod", raw, secrets | {P + "wandbApiKey"})
+    assert result.error is None, result.error
+    spec = _ray_cluster(result).inputs["spec"]
+    head = {e["name"] for e in spec["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]}
+    assert not head & {"HF_TOKEN", "WANDB_API_KEY"}
+    worker = {e["name"] for e in spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert {"HF_TOKEN", "WANDB_API_KEY"} <= worker
     assert SECRET_PLACEHOLDER not in render_json(result)
 
 
@@ -216,12 +263,19 @@ def test_network_policy_admits_only_the_ray_cluster_and_the_operator(prod_previe
     spec = policy.inputs["spec"]
     assert spec["podSelector"] == {"matchLabels": {"ray.io/cluster": "grpo-prod"}}
     assert spec["policyTypes"] == ["Ingress"]
-    all_ports, same_namespace, operator, metrics = spec["ingress"]
+    all_ports, submitter, operator, metrics = spec["ingress"]
     assert metrics["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    # Managed Prometheus's collectors run in gke-gmp-system (issue 13, item 4).
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "gke-gmp-system"}}}]
     assert all_ports == {"from": [{"podSelector": {"matchLabels": {"ray.io/cluster": "grpo-prod"}}}]}
-    assert same_namespace["ports"] == operator["ports"] == [{"port": 8265, "protocol": "TCP"}]
+    assert submitter["ports"] == operator["ports"] == [{"port": 8265, "protocol": "TCP"}]
+    # Only the RayJob submitter (notes/INTERFACES.md "Labels"), never every pod of the namespace.
+    assert submitter["from"] == [{"podSelector": {"matchLabels": {"gke-grpo/role": "rayjob-submitter"}}}]
     assert operator["from"] == [{"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "kuberay-system"}}}]
+    for rule in spec["ingress"]:
+        assert {"podSelector": {}} not in rule["from"]
 
 
 # ---- operator --------------------------------------------------------------------------------------------
@@ -233,17 +287,16 @@ def test_helm_operator_pins_chart_image_and_brings_its_crds(prod_preview):
     assert release.inputs["repositoryOpts"] == {"repo": "https://ray-project.github.io/kuberay-helm/"}
     assert release.inputs["values"]["image"] == {"repository": "quay.io/kuberay/operator", "tag": "v1.7.0"}
     [crds] = [r for r in prod_preview.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"]
-    assert all("/v1.7.0/" in url for url in crds.inputs["files"])
+    # Vendored files, never a URL: nothing is fetched at `pulumi up` (issue 13, item 16).
+    assert crds.inputs["files"] == [f"data/kuberay-crds/v1.7.0/ray.io_{plural}.yaml" for plural in
+                                    ("rayclusters", "raycronjobs", "rayjobs", "rayservices")]
     assert crds.urn in release.dependencies
 
 
-def test_changing_the_chart_version_brings_that_versions_crds():
+def test_a_chart_version_without_vendored_crds_is_refused():
     result = preview_with("prod", {P + "kuberay.helmChartVersion": "1.7.1"})
-    [release] = [r for r in result.resources if r.type == "kubernetes:helm.sh/v3:Release"]
-    [crds] = [r for r in result.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"]
-    assert release.inputs["version"] == "1.7.1"
-    assert release.inputs["values"]["image"]["tag"] == "v1.7.1"
-    assert crds.inputs["files"] and all("/v1.7.1/" in url for url in crds.inputs["files"])
+    assert result.error is not None and result.resources == []
+    assert any(p.key == P + "kuberay.helmChartVersion" and "vendored" in p.allowed for p in result.problems)
 
 
 def test_addon_stack_installs_no_operator(dev_preview):
@@ -261,7 +314,12 @@ def test_nccl_installer_per_cluster_mode(stack, namespace, request):
     assert ("priorityClassName" in pod) is (stack == "prod")
     [init] = pod["initContainers"]
     assert init["image"].startswith("us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1")
-    assert "/scripts/container_entry.sh install --install-nccl" in init["args"][0]
+    # Google's Standard manifest dropped --install-nccl on 2026-05-06 (container-engine-
+    # accelerators 2da1c92f); the Autopilot manifest still passes it.
+    script = init["args"][0].splitlines()
+    expected = ("/scripts/container_entry.sh install --install-nccl" if stack == "dev"
+                else "/scripts/container_entry.sh install")
+    assert expected in script
     assert {v["hostPath"]["path"] for v in pod["volumes"]} == {"/home/kubernetes/bin/nvidia/lib64", "/home/kubernetes/bin/gib"}
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
         "matchExpressions"][0]["values"] == ["nvidia-h200-141gb", "nvidia-b200"]
@@ -292,7 +350,8 @@ def test_ray_version_comes_from_the_versions_table(stack_preview):
 
 
 def test_token_auth_on_when_operator_and_ray_support_it():
-    result = preview_with("prod", {P + "job.framework": "verl", P + "job.miniBatchSize": 32})
+    result = preview_with("prod", {P + "job.framework": "verl", P + "job.miniBatchSize": 32,
+                                   P + "job.trainingTensorParallelSize": 1})
     assert result.error is None, result.error
     assert _ray_cluster(result).inputs["spec"]["authOptions"] == {"mode": "token"}
     assert "is on" in result.outputs["rayTokenAuthentication"]
@@ -320,6 +379,27 @@ def test_addon_dashboard_admits_no_other_pods(dev_preview):
 def test_head_sidecar_budget_fits_the_head(dev_preview):
     head = _ray_cluster(dev_preview).inputs["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"]
     worker = _ray_cluster(dev_preview).inputs["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"]
-    assert head["gke-gcsfuse/ephemeral-storage-limit"] == "50Gi"
+    # Autopilot caps a pod without local SSD at 10 GiB of ephemeral storage, sidecar included.
+    assert head["gke-gcsfuse/ephemeral-storage-limit"] == "4Gi"
     assert head["gke-gcsfuse/memory-limit"] == "4Gi" and head["gke-gcsfuse/cpu-limit"] == "1"
     assert worker["gke-gcsfuse/ephemeral-storage-limit"] == "550Gi"
+
+
+def test_unconfirmed_verl_image_is_a_preview_warning(caplog):
+    """data/versions.yaml cannot confirm the verl image is on Docker Hub: every preview of a verl
+    stack says what to check before the first deploy (and the same text, run after run)."""
+    import logging
+
+    messages = []
+    for _ in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="gke-grpo.preview"):
+            assert preview_with("dev").error is None
+        messages.append([r.getMessage() for r in caplog.records if "verlai/verl" in r.getMessage()])
+    assert messages[0] == messages[1] and len(messages[0]) == 1
+    [warning] = messages[0]
+    assert "verlai/verl:vllm017.dev2 is not confirmed to be on Docker Hub" in warning
+    assert "docker manifest inspect docker.io/verlai/verl:vllm017.dev2" in warning
+    assert warning == load_versions().for_framework("verl").deploy_warnings()[0]
+    # The NeMo RL image is confirmed (NVIDIA's release page names it): no such warning.
+    assert load_versions().for_framework("nemo-rl").deploy_warnings() == []

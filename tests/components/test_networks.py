@@ -107,3 +107,22 @@ def test_component_outputs_resolve_to_the_configured_names(component):
         component.cluster_network.name, component.rdma_network.name,
         pulumi.Output.all(*[s.name for s in component.rdma_subnets]),
     ).apply(check)
+
+
+# ---- issue 13: private nodes' egress, jumbo frames on the cluster VPC ----------------------------
+
+def test_cluster_vpc_has_jumbo_frames(stack_preview):
+    # Lustre traffic and NCCL's bootstrap use eth0, on the cluster VPC (issue 13, item 9).
+    assert _named(stack_preview, NETWORK, "networks-cluster").inputs["mtu"] == 8896
+
+
+def test_cloud_nat_gives_the_private_nodes_egress(stack_preview):
+    cluster_vpc = _named(stack_preview, NETWORK, "networks-cluster")
+    [router] = stack_preview.by_type("gcp:compute/router:Router")
+    [nat] = stack_preview.by_type("gcp:compute/routerNat:RouterNat")
+    assert router.inputs["network"] == f"projects/my-grpo-{stack_preview.stack}/global/networks/grpo-{stack_preview.stack}-net"
+    assert router.inputs["region"] == nat.inputs["region"] == "us-central1"
+    assert cluster_vpc.urn in router.dependencies and router.urn in nat.dependencies
+    assert nat.inputs["router"] == router.inputs["name"]
+    assert nat.inputs["natIpAllocateOption"] == "AUTO_ONLY"
+    assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "ALL_SUBNETWORKS_ALL_IP_RANGES"

@@ -81,7 +81,12 @@ class Built:
         return [r for r in self.registrations if r.parent == self.component.urn]
 
     def all(self, type_: str) -> list[Registration]:
-        return [r for r in self.children if r.type == type_]
+        """Children of a type, the Ray head's own gcs volume and claim left out (head())."""
+        return [r for r in self.children if r.type == type_ and not r.name.startswith("storage-head-")]
+
+    def head(self, type_: str) -> Registration:
+        [found] = [r for r in self.children if r.type == type_ and r.name.startswith("storage-head-")]
+        return found
 
     def one(self, type_: str) -> Registration:
         [found] = self.all(type_)
@@ -200,7 +205,7 @@ def test_bucket(key):
     assert inputs["uniformBucketLevelAccess"] is True
     assert inputs["hierarchicalNamespace"] == {"enabled": gcs.hierarchical_namespace}
     assert inputs["softDeletePolicy"] == {
-        "retentionDurationSeconds": gcs.soft_delete_retention_days * 86400}
+        "retentionDurationSeconds": b.config.soft_delete_retention_days * 86400}
     assert inputs["publicAccessPrevention"] == "enforced"
     # prod: protected and never emptied by Pulumi; dev: destroy removes everything (DESIGN.md).
     assert bucket.protect is b.config.is_prod
@@ -209,7 +214,11 @@ def test_bucket(key):
 
 def test_bucket_defaults_and_flat_variant():
     assert built("gcs-autopilot").one(BUCKET).inputs["hierarchicalNamespace"] == {"enabled": True}
+    # Soft delete: off in the dev stack (rotated checkpoints are not billed for 7 more days),
+    # 7 days by default in prod (issue 13, item 15).
     assert built("gcs-autopilot").one(BUCKET).inputs["softDeletePolicy"] == {
+        "retentionDurationSeconds": 0}
+    assert built("gcs-prod").one(BUCKET).inputs["softDeletePolicy"] == {
         "retentionDurationSeconds": 7 * 86400}
     flat = built("gcs-flat-tuned").one(BUCKET).inputs
     assert flat["name"] == "grpo-shared-data-1"
@@ -328,10 +337,11 @@ def test_sidecar_annotations_per_mode_and_config():
 @pytest.mark.parametrize("key", LUSTRES)
 def test_lustre_network_path(key):
     b = built(key)
-    lustre = b.config.storage.lustre
-    prefix = lustre.peering_prefix_length if lustre else 20
+    prefix = b.config.lustre_peering_prefix_length
     address = b.one(ADDRESS).inputs
     assert address["purpose"] == "VPC_PEERING" and address["addressType"] == "INTERNAL"
+    # The explicit network.lustrePeeringCidr (issue 13, item 10), not a range GCP picks.
+    assert f"{address['address']}/{address['prefixLength']}" == b.config.network.lustre_peering_cidr
     assert address["prefixLength"] == prefix
     network_id = f"projects/{b.config.project}/global/networks/{b.config.names.cluster_network}"
     assert address["network"] == network_id
@@ -343,6 +353,7 @@ def test_lustre_network_path(key):
     firewall = b.one(FIREWALL).inputs
     assert firewall["network"] == network_id and firewall["direction"] == "INGRESS"
     assert firewall["sourceRanges"] == [f"10.96.0.0/{prefix}"]  # the mocked range's address
+    lustre = b.config.storage.lustre
     legacy = bool(lustre and lustre.legacy_port)
     assert firewall["allows"] == [{"protocol": "tcp", "ports": ["6988" if legacy else "988"]}]
 
@@ -405,7 +416,8 @@ def test_lustre_prod_urn_for_the_readme():
 def test_kubernetes_objects_validate_strictly(key):
     b = built(key)
     objects = [r for r in b.children if r.type.startswith("kubernetes:")]
-    assert sorted(r.type for r in objects) == sorted([PV, PVC, KSA])
+    head = [PV, PVC] if b.config.storage.kind == "gcs" else []  # the head's cache-less claim
+    assert sorted(r.type for r in objects) == sorted([PV, PVC, KSA, *head])
     for r in objects:
         manifest = manifest_from_registration(r.type, r.raw_inputs)
         assert validate_strict(manifest, b.config.kubernetes_minor) == b.config.kubernetes_minor

@@ -49,7 +49,10 @@ def test_compose_entrypoint_waits_prepares_then_trains():
                                  "--gpus-per-node", "8", "--timeout-seconds", "600"]
     assert spec.total_gpus == 16     # dev: 2 H200 nodes x 8
     assert shlex.split(prepare) == ["python3", "-m", "jobs.prepare", "--framework", "verl",
-                                    "--model", "Qwen/Qwen2.5-7B-Instruct", "--dataset", "gsm8k"]
+                                    "--model", "Qwen/Qwen2.5-7B-Instruct", "--dataset", "gsm8k",
+                                    "--model-revision", spec.model_revision,
+                                    "--dataset-revision", spec.dataset_revision]
+    assert spec.model_revision and spec.dataset_revision   # the dev stack pins both
     assert train == "python3 -m verl.trainer.main_ppo a=1"
     # the attempt is not in the entrypoint: every attempt runs the same command
     assert compose_entrypoint(spec.with_attempt(3), "x", 600) == compose_entrypoint(spec, "x", 600)

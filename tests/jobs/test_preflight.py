@@ -25,8 +25,20 @@ def stack_spec(stack: str) -> GrpoSpec:
     return spec_from_config(load_stack_config(raw, secret_keys, stack))
 
 
-DEV = stack_spec("dev")     # verl, 2 x 8 H200: 256 prompts x 8, mini 256, micro 8, rollout TP 4
-PROD = stack_spec("prod")   # NeMo RL, 4 x 8 B200: 32 prompts x 16, global batch 512, TP 8
+@pytest.fixture(autouse=True)
+def _rules_without_gpu_memory(monkeypatch):
+    """The rules here do not depend on GPU memory, which tests/jobs/test_memory_plan.py checks
+    (several cases here change batch sizes or parallelism far from what fits)."""
+    monkeypatch.setattr("jobs.memory_plan.memory_findings", lambda spec, mode="enforce": [])
+
+
+DEV = stack_spec("dev")     # verl, 2 x 8 H200: 256 prompts x 8, mini 256, dynamic bsz, rollout TP 2
+PROD = stack_spec("prod")   # NeMo RL, 4 x 8 B200: 32 prompts x 16, global batch 512, train TP 8, vLLM TP 4
+# The micro-batch arithmetic applies without a dynamic batch size.
+DEV_FIXED_BATCH = dataclasses.replace(DEV, dynamic_batch_size=False, max_tokens_per_gpu=None)
+PROD_FIXED_BATCH = dataclasses.replace(PROD, dynamic_batch_size=False, sequence_packing=False,
+                                       training_tensor_parallel_size=1)
+HEADS_7B = ("Qwen/Qwen2.5-7B-Instruct's 28 attention heads and 4 KV heads")
 
 
 def test_stacks_pass():
@@ -52,19 +64,58 @@ BAD = [
     ("mini-batch-above-prompts", DEV, {"mini_batch_size": 512},
      [(J + "miniBatchSize", "is 512, more than promptsPerStep (256); verl's mini batch counts "
        "prompts: set it to promptsPerStep or a divisor")]),
-    ("micro-batch-not-dividing", DEV, {"micro_batch_size_per_gpu": 12},
+    ("micro-batch-not-dividing", DEV_FIXED_BATCH, {"micro_batch_size_per_gpu": 12},
      [(J + "microBatchSizePerGpu", "is 12, which does not divide the per-GPU mini batch of 128 "
        "(miniBatchSize x generationsPerPrompt / GPUs); use a divisor of 128")]),
     ("rollout-tp-not-dividing-gpus", DEV, {"rollout_tensor_parallel_size": 3},
-     [(J + "rolloutTensorParallelSize", "is 3, which does not divide the run's 16 GPUs; use a "
+     [(J + "rolloutTensorParallelSize", f"is 3, which does not split {HEADS_7B} evenly (vLLM "
+       "needs heads % TP == 0 and KV heads % TP == 0, or TP a multiple of the KV heads); use one "
+       "of 1, 2, 4, 28"),
+      (J + "rolloutTensorParallelSize", "is 3, which does not divide the run's 16 GPUs; use a "
        "divisor of 16")]),
-    ("rollout-tp-larger-than-node", dataclasses.replace(DEV, nodes=3), {"rollout_tensor_parallel_size": 12,
-     "prompts_per_step": 192, "mini_batch_size": 192},
+    ("rollout-tp-larger-than-node", dataclasses.replace(DEV, nodes=3, model="acme/Unlisted-7B"),
+     {"rollout_tensor_parallel_size": 12, "prompts_per_step": 192, "mini_batch_size": 192},
      [(J + "rolloutTensorParallelSize", "is 12: a rollout replica must fit in one node (8 GPUs) or "
        "span whole nodes; use a divisor or a multiple of 8")]),
-    ("rollout-tp-more-than-the-run", DEV, {"rollout_tensor_parallel_size": 32},
+    ("rollout-tp-more-than-the-run", dataclasses.replace(DEV, model="acme/Unlisted-7B"),
+     {"rollout_tensor_parallel_size": 32},
      [(J + "rolloutTensorParallelSize", "is 32: one rollout replica asks for more GPUs than the run "
        "has (16 = 2 nodes x 8); lower it or add nodes (gke-grpo:gpu.nodes)")]),
+    # Model shapes (data/model-shapes.yaml): TP sizes must split the heads.
+    ("rollout-tp-not-splitting-heads", DEV, {"rollout_tensor_parallel_size": 8},
+     [(J + "rolloutTensorParallelSize", f"is 8, which does not split {HEADS_7B} evenly (vLLM "
+       "needs heads % TP == 0 and KV heads % TP == 0, or TP a multiple of the KV heads); use one "
+       "of 1, 2, 4, 28")]),
+    ("nemo-rl-training-tp-not-dividing-kv-heads", dataclasses.replace(
+        PROD, model="Qwen/Qwen2.5-7B-Instruct", rollout_tensor_parallel_size=4),
+     {"training_tensor_parallel_size": 8},
+     [(J + "trainingTensorParallelSize", f"is 8, which does not divide {HEADS_7B} (NeMo RL's "
+       "DTensor plan shards both); use one of 1, 2, 4")]),
+    ("verl-ulysses-not-splitting-heads", DEV, {"ulysses_sequence_parallel_size": 8},
+     [(J + "ulyssesSequenceParallelSize", f"is 8, which does not split {HEADS_7B} (verl's Ulysses "
+       "needs heads % size == 0 and KV heads % size == 0 or size % KV heads == 0); use one of 1, "
+       "2, 4, 28")]),
+    # Parallelism keys a framework does not have.
+    ("verl-training-tp", DEV, {"training_tensor_parallel_size": 2, "sequence_parallel": True},
+     [(J + "trainingTensorParallelSize", "is 2; verl's FSDP actor has no tensor parallelism: set "
+       "it to 1 (ulyssesSequenceParallelSize splits long sequences instead)"),
+      (J + "sequenceParallel", "is true; it is NeMo RL's DTensor sequence parallelism: set it "
+       "false (verl: ulyssesSequenceParallelSize)")]),
+    ("nemo-rl-ulysses-and-token-budget", PROD, {"ulysses_sequence_parallel_size": 2,
+                                                "max_tokens_per_gpu": 24000},
+     [(J + "ulyssesSequenceParallelSize", "is 2; Ulysses is verl's: set it to 1 (NeMo RL: "
+       "trainingTensorParallelSize with sequenceParallel)"),
+      (J + "maxTokensPerGpu", "is 24000; it is verl's token budget: drop it (NeMo RL sizes "
+       "dynamic batches from the micro batch x the sequence length)")]),
+    ("nemo-rl-dynamic-batching-with-packing", PROD, {"sequence_packing": True},
+     [(J + "sequencePacking", "is true while dynamicBatchSize is true; NeMo RL allows only one of "
+       "them (\"Dynamic Batching is exclusive of Sequence Packing\"): set one false")]),
+    ("verl-token-budget-below-a-sequence", DEV, {"max_tokens_per_gpu": 1024},
+     [(J + "maxTokensPerGpu", "is 1024, less than one sequence (maxPromptLength + "
+       "maxResponseLength = 1536); verl packs whole sequences into a micro batch: raise it")]),
+    ("verl-token-budget-without-dynamic", DEV, {"dynamic_batch_size": False},
+     [(J + "maxTokensPerGpu", "is 24000 while dynamicBatchSize is false; set dynamicBatchSize "
+       "true or drop it")]),
     ("unknown-engine", DEV, {"rollout_engine": "tgi"},
      [(J + "rolloutEngine", "is 'tgi'; verl rolls out with 'vllm' or 'sglang'")]),
     ("sglang-on-nemo-rl", PROD, {"rollout_engine": "sglang"},
@@ -74,7 +125,7 @@ BAD = [
        "cannot resume; set a step interval such as 10")]),
     ("keep-no-checkpoint", PROD, {"checkpoints_to_keep": 0},
      [(J + "checkpointsToKeep", "is 0; keep at least 1 checkpoint to resume from")]),
-    ("longer-than-context", DEV, {"max_response_length": 32768},
+    ("longer-than-context", DEV_FIXED_BATCH, {"max_response_length": 32768},
      [(J + "maxResponseLength", "maxPromptLength + maxResponseLength = 33280 tokens exceeds "
        "Qwen/Qwen2.5-7B-Instruct's context of 32768; shorten the prompt or the response")]),
     ("misspelt-verl-key", DEV, {"extra_overrides": ("actor_rollout_ref.rollout.tensor_parallel_size=2",)},
@@ -91,9 +142,9 @@ BAD = [
     ("not-an-override", DEV, {"extra_overrides": ("trainer.logger",)},
      [(X, "'trainer.logger' is not a key=value override")]),
     ("ulysses-without-remove-padding", DEV,
-     {"extra_overrides": ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",)},
-     [(X, "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2 needs "
-       "actor_rollout_ref.model.use_remove_padding=True; add it")]),
+     {"ulysses_sequence_parallel_size": 2, "sequence_packing": False},
+     [(J + "ulyssesSequenceParallelSize", "is 2 while sequencePacking is false; verl's Ulysses "
+       "sequence parallelism needs use_remove_padding: set sequencePacking true")]),
     ("verl-separate-generation", DEV, {"colocated_generation": False, "generation_nodes": 1},
      [(J + "colocatedGeneration", "is false; verl's FSDP GRPO here rolls out on the training GPUs "
        "(hybrid engine): set it true (separate generation nodes are a NeMo RL option)"),
@@ -105,15 +156,15 @@ BAD = [
      [(J + "miniBatchSize", "is 96 (NeMo RL's policy.train_global_batch_size, in samples), which "
        "does not divide the 512 samples of a step (promptsPerStep x generationsPerPrompt = 32 x "
        "16); use a divisor of 512")]),
-    ("nemo-rl-global-batch-not-multiple-of-dp", PROD, {"mini_batch_size": 16},
+    ("nemo-rl-global-batch-not-multiple-of-dp", PROD_FIXED_BATCH, {"mini_batch_size": 16},
      [(J + "miniBatchSize", "is 16, not a multiple of the data-parallel size 32 (32 training GPUs "
        "/ TP x PP x CP 1); use a multiple of 32")]),
-    ("nemo-rl-micro-batch-without-packing", PROD,
-     {"micro_batch_size_per_gpu": 3, "extra_overrides": ("policy.sequence_packing.enabled=False",)},
+    ("nemo-rl-micro-batch-without-packing", PROD_FIXED_BATCH, {"micro_batch_size_per_gpu": 3},
      [(J + "microBatchSizePerGpu", "is 3, which does not divide the per-rank batch of 16 "
        "(miniBatchSize / data-parallel size 32) with sequence packing and dynamic batching off; "
        "use a divisor of 16")]),
-    ("nemo-rl-dtensor-tp-not-dividing", PROD, {"extra_overrides": ("policy.dtensor_cfg.tensor_parallel_size=3",)},
+    ("nemo-rl-dtensor-tp-not-dividing", dataclasses.replace(PROD, model="acme/Unlisted-32B"),
+     {"training_tensor_parallel_size": 3},
      [(X, "training TP x PP x CP = 3 does not divide the 32 training GPUs; choose sizes whose "
        "product divides it")]),
     ("nemo-rl-both-backends", PROD, {"extra_overrides": ("policy.megatron_cfg.enabled=True",)},
@@ -131,10 +182,11 @@ BAD = [
     ("separate-generation-without-nodes", PROD, {"colocated_generation": False},
      [(J + "generationNodes", "is 0 while colocatedGeneration is false; give generation 1 or "
        "more nodes")]),
-    ("nemo-rl-separate-generation-dp", PROD, {"colocated_generation": False, "generation_nodes": 1},
+    ("nemo-rl-separate-generation-dp", PROD_FIXED_BATCH, {"colocated_generation": False, "generation_nodes": 1},
      [(J + "miniBatchSize", "is 512, not a multiple of the data-parallel size 24 (24 training "
        "GPUs / TP x PP x CP 1); use a multiple of 24")]),
-    ("nemo-rl-vllm-tp-not-dividing", PROD, {"rollout_tensor_parallel_size": 6},
+    ("nemo-rl-vllm-tp-not-dividing", dataclasses.replace(PROD, model="acme/Unlisted-32B"),
+     {"rollout_tensor_parallel_size": 6},
      [(J + "rolloutTensorParallelSize", "vLLM TP x PP = 6 does not divide the 32 generation GPUs; "
        "use a divisor")]),
     ("nemo-rl-misspelt-key", PROD, {"extra_overrides": ("policy.dtensor_cfg.activation_checkpoint=True",)},
@@ -146,8 +198,8 @@ BAD = [
      [(X, "cluster.num_nodes is set from the stack config ('cluster.num_nodes=8'); change the "
        "gke-grpo:job or gke-grpo:gpu value that owns it instead")]),
     ("prompts-above-dataset", DEV, {"prompts_per_step": 8192, "mini_batch_size": 256},
-     [(J + "promptsPerStep", "is 8192, more than GSM8K's 7473 training rows: an epoch would have "
-       "no step; lower it")]),
+     [(J + "promptsPerStep", "is 8192, more than GSM8K's 7217 training rows (the train split less "
+       "256 held out for validation): an epoch would have no step; lower it")]),
     ("learning-rate-zero", DEV, {"learning_rate": 0.0},
      [(J + "learningRate", "is 0.0; set a positive learning rate such as 1.0e-6")]),
     ("gpu-memory-utilization-too-high", DEV, {"rollout_gpu_memory_utilization": 0.98},
@@ -176,27 +228,55 @@ def test_table_covers_the_rules():
 
 
 def test_warning_checkpoints_exceed_lustre():
+    # NeMo RL: keep 3 + the one being written + one a crash left = 5 (jobs/checkpoints.py).
     spec = dataclasses.replace(PROD, storage_capacity_gib=1000, checkpoints_to_keep=3)
     assert check(spec) == [Finding(
         "warning", "gke-grpo:storage.lustre.capacityGib",
-        "4 checkpoints of Qwen/Qwen2.5-32B-Instruct (~394 GB each with optimizer state) need "
-        "~1,466 GiB, more than the 1,000 GiB Lustre instance; lower "
+        "up to 5 checkpoints of Qwen/Qwen2.5-32B-Instruct can be on disk at once "
+        "(checkpointsToKeep 3, see jobs/checkpoints.py; ~393 GB each with optimizer state): "
+        "~1,831 GiB, more than the 1,000 GiB Lustre instance; lower "
         "gke-grpo:job.checkpointsToKeep or raise the capacity")]
+    # verl on Lustre, pruned before every start: keep 2 + the tracker's + 2 of the new start = 5.
+    verl = dataclasses.replace(DEV, model="Qwen/Qwen2.5-32B-Instruct", storage_kind="lustre",
+                               storage_capacity_gib=1500, checkpoints_to_keep=2,
+                               rollout_tensor_parallel_size=4, model_revision=None)
+    assert [f.message for f in check(verl) if f.key.endswith("capacityGib")] == [
+        "up to 5 checkpoints of Qwen/Qwen2.5-32B-Instruct can be on disk at once "
+        "(checkpointsToKeep 2, see jobs/checkpoints.py; ~393 GB each with optimizer state): "
+        "~1,831 GiB, more than the 1,500 GiB Lustre instance; lower "
+        "gke-grpo:job.checkpointsToKeep or raise the capacity"]
     # Cloud Storage has no capacity: nothing to warn about.
     assert check(dataclasses.replace(spec, storage_kind="gcs", storage_capacity_gib=None)) == []
 
 
 def test_warning_unknown_model():
     assert check(dataclasses.replace(DEV, model="acme/Tiny-1B")) == [Finding(
-        "warning", J + "model", "acme/Tiny-1B is not in the preflight model table "
-        "(jobs/preflight.py MODELS): its context length and checkpoint size are not checked")]
+        "warning", J + "model", "acme/Tiny-1B is not in data/model-shapes.yaml: its context "
+        "length, checkpoint size and head counts (tensor-parallel sizes) are not checked")]
 
 
-def test_nemo_rl_newer_only_key_warns():
-    spec = dataclasses.replace(PROD, extra_overrides=("loss_fn.reference_policy_kl_type=k2",))
-    assert check(spec) == [Finding(
-        "warning", X, "loss_fn.reference_policy_kl_type is in a newer NeMo RL grpo_math_1B.yaml "
-        "but not confirmed in v0.5.0; the run fails at start if v0.5.0 lacks it")]
+def test_warning_unpinned_revisions():
+    assert check(dataclasses.replace(DEV, model_revision=None, dataset_revision=None)) == [
+        Finding("warning", J + "modelRevision", "is not set: Qwen/Qwen2.5-7B-Instruct is staged "
+                "from the Hub's current main the first time and that copy is kept; pin a commit "
+                "sha so a rerun trains the same weights"),
+        Finding("warning", J + "datasetRevision", "is not set: gsm8k is staged from the Hub's "
+                "current main the first time and that copy is kept; pin a commit sha of "
+                "openai/gsm8k")]
+
+
+def test_warning_wandb_is_off_for_nemo_rl():
+    assert [f.message for f in check(dataclasses.replace(PROD, wandb=True))] == [
+        "is set but W&B stays off for NeMo RL: NeMo RL copies the driver's whole environment "
+        "into the job's runtime env (visible through Ray's state API), so the head holds no W&B "
+        "key; TensorBoard logs are written instead"]
+
+
+def test_nemo_rl_kl_types():
+    assert check(dataclasses.replace(PROD, kl_loss_type="mse")) == []
+    assert [(f.key, f.message) for f in check(dataclasses.replace(PROD, kl_loss_type="abs"))] == [
+        (J + "klLossType", "is 'abs'; NeMo RL's reference-policy KL estimators are k1, k2, k3 "
+         "(loss_fn.reference_policy_kl_type); kl = k1, mse = k2, low_var_kl = k3")]
 
 
 def test_missing_verl_snapshot_is_an_error():
@@ -210,15 +290,12 @@ def test_valid_extra_overrides_pass():
     verl = dataclasses.replace(DEV, extra_overrides=(
         "actor_rollout_ref.actor.clip_ratio_high=0.28",
         "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_num_seqs=512",
-        "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2",
-        "actor_rollout_ref.model.use_remove_padding=True",
-    ))
+    ), ulysses_sequence_parallel_size=2)
     assert check(verl) == []
     nemo = dataclasses.replace(PROD, extra_overrides=(
-        "policy.dtensor_cfg.tensor_parallel_size=4",
-        "policy.dtensor_cfg.activation_checkpointing=True",
+        "policy.dtensor_cfg.context_parallel_size=1",
         "+policy.generation.vllm_kwargs.max_num_seqs=256",
-    ))
+    ), training_tensor_parallel_size=4, sequence_parallel=True)
     assert check(nemo) == []
 
 

@@ -20,8 +20,23 @@ from tests.conftest import ROOT, skip_or_fail
 FIXTURE = Path(__file__).parent / "fixtures" / "gsm8k"
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
 TOKEN = "hf_fixture_token_never_printed_0123456789"
-TRAIN_TRUTHS = ["12", "1250", "3.5", "-5", "3150", "110"]
+SOURCE_TRAIN_TRUTHS = ["12", "1250", "3.5", "-5", "3150", "110"]
+# A tenth of the 6-row fixture's train split (at least one row) is held out for validation: the
+# row whose question has the lowest sha256 (row 0 here). The test split stays whole.
+TRAIN_TRUTHS = ["1250", "3.5", "-5", "3150", "110"]
+VALIDATION_TRUTHS = ["12"]
 TEST_TRUTHS = ["180", "36", "360"]
+SPLIT_TRUTHS = (("train", TRAIN_TRUTHS), ("validation", VALIDATION_TRUTHS), ("test", TEST_TRUTHS))
+
+
+def fixture_rows(split: str) -> list[dict]:
+    """The fixture's records of a prepared split (train less validation, validation, test)."""
+    source = "test" if split == "test" else "train"
+    raw = [json.loads(line) for line in (FIXTURE / f"{source}.jsonl").read_text().splitlines()]
+    if split == "test":
+        return raw
+    train, validation = prep.split_validation(raw)
+    return train if split == "train" else validation
 
 
 class FakeModelDownloader:
@@ -31,8 +46,9 @@ class FakeModelDownloader:
         self.calls: list[dict] = []
         self.fail_first = fail_first
 
-    def __call__(self, *, repo_id, local_dir, token):
-        self.calls.append({"repo_id": repo_id, "local_dir": local_dir, "token": token})
+    def __call__(self, *, repo_id, local_dir, token, revision=None):
+        self.calls.append({"repo_id": repo_id, "local_dir": local_dir, "token": token,
+                           "revision": revision})
         target = Path(local_dir)
         (target / "model-00001-of-00002.safetensors").write_bytes(b"part")
         if self.fail_first and len(self.calls) == 1:
@@ -48,9 +64,9 @@ class FakeHubFiles:
         self.parquet_dir = parquet_dir
         self.calls: list[dict] = []
 
-    def __call__(self, *, repo_id, filename, repo_type, local_dir, token):
+    def __call__(self, *, repo_id, filename, repo_type, local_dir, token, revision=None):
         self.calls.append({"repo_id": repo_id, "filename": filename, "repo_type": repo_type,
-                           "token": token})
+                           "token": token, "revision": revision})
         target = Path(local_dir) / filename
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.parquet_dir / filename, target)
@@ -91,12 +107,12 @@ def test_verl_parquet_matches_verls_preprocessing_and_scorer(tmp_path):
     result = run(tmp_path)
     assert result.steps == {"gsm8k-verl": "done", "model": "done"}
     data = tmp_path / "data" / "datasets" / "gsm8k"
-    for split, truths in (("train", TRAIN_TRUTHS), ("test", TEST_TRUTHS)):
+    for split, truths in SPLIT_TRUTHS:
         table = pq.read_table(data / f"{split}.parquet")
         assert table.column_names == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
         rows = table.to_pylist()
         assert [r["reward_model"]["ground_truth"] for r in rows] == truths
-        raw = [json.loads(line) for line in (FIXTURE / f"{split}.jsonl").read_text().splitlines()]
+        raw = fixture_rows(split)
         for index, (row, source) in enumerate(zip(rows, raw)):
             assert row["data_source"] == "openai/gsm8k"
             assert row["ability"] == "math"
@@ -116,13 +132,27 @@ def test_nemo_rl_jsonl_has_the_bare_number(tmp_path):
     result = run(tmp_path, framework="nemo-rl")
     assert result.steps == {"gsm8k-nemo-rl": "done", "model": "done"}
     data = tmp_path / "data" / "datasets" / "gsm8k"
-    for split, truths in (("train", TRAIN_TRUTHS), ("test", TEST_TRUTHS)):
+    for split, truths in SPLIT_TRUTHS:
         rows = [json.loads(line) for line in (data / f"{split}.jsonl").read_text().splitlines()]
-        raw = [json.loads(line) for line in (FIXTURE / f"{split}.jsonl").read_text().splitlines()]
+        raw = fixture_rows(split)
         assert rows == [{"question": r["question"], "answer": t} for r, t in zip(raw, truths)]
     # The renderer points NeMo RL at exactly these files.
     assert prep.dataset_files("/data/datasets/gsm8k", "nemo-rl") == {
-        "train": "/data/datasets/gsm8k/train.jsonl", "test": "/data/datasets/gsm8k/test.jsonl"}
+        "train": "/data/datasets/gsm8k/train.jsonl",
+        "validation": "/data/datasets/gsm8k/validation.jsonl",
+        "test": "/data/datasets/gsm8k/test.jsonl"}
+
+
+def test_validation_is_a_fixed_slice_of_the_train_split():
+    records = [{"question": f"question {i}", "answer": f"#### {i}"} for i in range(7473)]
+    train, validation = prep.split_validation(records)
+    assert len(validation) == prep.GSM8K_VALIDATION_ROWS == 256
+    assert len(train) == prep.GSM8K_TRAINING_ROWS == 7217
+    assert {r["question"] for r in train}.isdisjoint(r["question"] for r in validation)
+    # The same rows whatever the file order; each part keeps the source order.
+    again_train, again_validation = prep.split_validation(list(reversed(records)))
+    assert sorted(map(str, again_validation)) == sorted(map(str, validation))
+    assert train == sorted(train, key=lambda r: int(r["answer"][5:]))
 
 
 def test_second_run_does_nothing(tmp_path):
@@ -154,7 +184,7 @@ def test_interrupted_model_download_is_redone(tmp_path):
 
 
 def test_download_without_config_json_is_not_marked(tmp_path):
-    def empty_download(*, repo_id, local_dir, token):
+    def empty_download(*, repo_id, local_dir, token, revision=None):
         pass
 
     with pytest.raises(prep.PrepareError, match="has no config.json"):
@@ -204,7 +234,7 @@ def test_cli_reads_the_token_from_env_and_never_prints_it(tmp_path, monkeypatch,
     assert prep.main(argv, model_downloader=downloader) == 0
     assert downloader.calls[0]["token"] == TOKEN
 
-    def leaky(*, repo_id, local_dir, token):
+    def leaky(*, repo_id, local_dir, token, revision=None):
         raise PermissionError(f"401 Unauthorized for {repo_id} with token {token}")
 
     shutil.rmtree(tmp_path / "data" / "models")
@@ -231,3 +261,60 @@ def test_prepare_imports_only_the_standard_library():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+MODEL_SHA = "a09a35458c702b33eeacc393d103063234e8bc28"
+DATASET_SHA = "740312add88f781978c0658806c59bc2815b9866"
+
+
+def test_revisions_reach_the_downloads_the_markers_and_the_directories(tmp_path, hub_layout):
+    files, model = FakeHubFiles(hub_layout), FakeModelDownloader()
+    result = run(tmp_path, source_dir=None, file_downloader=files, model_downloader=model,
+                 model_revision=MODEL_SHA, dataset_revision=DATASET_SHA)
+    assert result.steps == {"gsm8k-verl": "done", "model": "done"}
+    assert {c["revision"] for c in files.calls} == {DATASET_SHA}
+    assert [c["revision"] for c in model.calls] == [MODEL_SHA]
+    model_dir = tmp_path / "data" / "models" / "Qwen" / f"Qwen2.5-7B-Instruct--{MODEL_SHA}"
+    dataset_dir = tmp_path / "data" / "datasets" / f"gsm8k--{DATASET_SHA}"
+    assert model.calls[0]["local_dir"] == str(model_dir)
+    assert json.loads((model_dir / prep.MARKER).read_text())["revision"] == MODEL_SHA
+    assert json.loads((dataset_dir / ".gke-grpo-verl-complete").read_text())["revision"] == DATASET_SHA
+    assert json.loads((dataset_dir / "source" / prep.MARKER).read_text())["revision"] == DATASET_SHA
+    # A marker of another revision (here: unpinned) does not count as done.
+    assert not prep.marker_done(model_dir / prep.MARKER, None)
+    assert prep.marker_done(model_dir / prep.MARKER, MODEL_SHA)
+    # The renderers point at the same directories (jobs.layout is the one place).
+    from jobs.layout import DATA_LAYOUT
+    assert DATA_LAYOUT.model_dir(MODEL, MODEL_SHA).endswith(f"Qwen2.5-7B-Instruct--{MODEL_SHA}")
+    with pytest.raises(ValueError, match="40-character"):
+        DATA_LAYOUT.model_dir(MODEL, "main")
+
+
+def test_cli_passes_revisions_and_reads_the_token_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    token_file = tmp_path / "hf_api_token"
+    token_file.write_text(TOKEN + "\n")
+    downloader = FakeModelDownloader()
+    argv = ["--framework", "nemo-rl", "--model", MODEL, "--data-root", str(tmp_path / "data"),
+            "--source-dir", str(FIXTURE), "--hf-token-file", str(token_file),
+            *prep.prepare_argv("nemo-rl", MODEL, "gsm8k", model_revision=MODEL_SHA)[-2:]]
+    assert prep.main(argv, model_downloader=downloader) == 0
+    assert downloader.calls[0]["token"] == TOKEN and downloader.calls[0]["revision"] == MODEL_SHA
+    # No file: HF_TOKEN; neither: no token (public models).
+    assert prep.read_hf_token(tmp_path / "missing") is None
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    assert prep.read_hf_token(tmp_path / "missing") == TOKEN
+    assert prep.HF_TOKEN_FILE == "/var/run/secrets/gke-grpo/hf/hf_api_token"
+
+
+def test_revisions_are_part_of_the_run_identity():
+    from tests.jobs.test_preflight import DEV
+    import dataclasses
+
+    other = dataclasses.replace(DEV, model_revision="0" * 40)
+    assert other.spec_hash != DEV.spec_hash and other.run_id != DEV.run_id
+    assert dataclasses.replace(DEV, dataset_revision=None).spec_hash != DEV.spec_hash
+    assert other.model_dir.endswith("--" + "0" * 40)
+    assert DEV.dataset_dir == f"/data/datasets/gsm8k--{DATASET_SHA}"
+    # A new attempt is the same run.
+    assert DEV.with_attempt(4).spec_hash == DEV.spec_hash

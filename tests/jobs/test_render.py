@@ -7,12 +7,15 @@ import shlex
 
 import pytest
 
-from jobs.preflight import nemo_rl_keys
 from jobs.render import RenderedJob, epochs_for_steps, owned_keys, override_key, render
 from tests.conftest import skip_or_fail
 from tests.jobs.test_preflight import DEV, PROD
 
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL")
+# The stacks pin the Hub revisions: the staged directories are named after them.
+GSM8K = "/data/datasets/gsm8k--740312add88f781978c0658806c59bc2815b9866"
+QWEN_7B = "/data/models/Qwen/Qwen2.5-7B-Instruct--a09a35458c702b33eeacc393d103063234e8bc28"
+QWEN_32B = "/data/models/Qwen/Qwen2.5-32B-Instruct--5ede1c97bbab6ce5cda5812749b4c0bdf79b18dd"
 
 
 def as_dict(overrides: tuple[str, ...]) -> dict[str, str]:
@@ -39,18 +42,20 @@ def test_verl_dev_overrides():
     assert o["actor_rollout_ref.actor.use_kl_loss"] == "True"
     assert o["actor_rollout_ref.actor.kl_loss_coef"] == "0.001"
     assert o["actor_rollout_ref.actor.kl_loss_type"] == "low_var_kl"
-    assert o["data.train_files"] == "/data/datasets/gsm8k/train.parquet"
-    assert o["data.val_files"] == "/data/datasets/gsm8k/test.parquet"
-    assert o["actor_rollout_ref.model.path"] == "/data/models/Qwen/Qwen2.5-7B-Instruct"
+    assert o["data.train_files"] == f"{GSM8K}/train.parquet"
+    # Validation reads the slice held out of the train split; the test split is never read.
+    assert o["data.val_files"] == f"{GSM8K}/validation.parquet"
+    assert not any("test.parquet" in v for v in o.values())
+    assert o["actor_rollout_ref.model.path"] == QWEN_7B
     assert o["trainer.default_local_dir"] == f"/data/checkpoints/{run}" == DEV.checkpoint_dir
     assert o["trainer.save_freq"] == "10"
     assert o["trainer.resume_mode"] == "auto"
     assert o["trainer.max_actor_ckpt_to_keep"] == "2"
-    assert o["trainer.logger"] == "[console]"
+    assert o["trainer.logger"] == "[console,tensorboard]"
     assert o["trainer.nnodes"] == "2" and o["trainer.n_gpus_per_node"] == "8"
     assert o["trainer.project_name"] == "gke-grpo" and o["trainer.experiment_name"] == run
     assert o["trainer.total_epochs"] == "2" and "trainer.total_training_steps" not in o
-    assert o["trainer.val_before_train"] == "False"
+    assert o["trainer.val_before_train"] == "True"
     assert o["trainer.test_freq"] == "10"
     assert o["data.train_batch_size"] == "256"
     assert o["actor_rollout_ref.actor.ppo_mini_batch_size"] == "256"
@@ -58,10 +63,18 @@ def test_verl_dev_overrides():
     assert o["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] == "16"
     assert o["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] == "16"
     assert o["data.max_prompt_length"] == "512" and o["data.max_response_length"] == "1024"
-    assert o["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "4"
+    # verl's own 7B GSM8K examples (run_qwen2-7b.sh, run_qwen2-7b_seq_balance.sh at v0.7.1).
+    assert o["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "2"
+    assert o["actor_rollout_ref.model.use_remove_padding"] == "True"
+    assert o["actor_rollout_ref.actor.use_dynamic_bsz"] == "True"
+    assert o["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == "24000"
+    assert o["actor_rollout_ref.actor.ulysses_sequence_parallel_size"] == "1"
+    assert o["actor_rollout_ref.model.enable_gradient_checkpointing"] == "True"
     assert o["actor_rollout_ref.rollout.gpu_memory_utilization"] == "0.6"
     assert o["actor_rollout_ref.actor.optim.lr"] == "1e-06"
-    assert not any(k.startswith(("+", "~")) for k in o)
+    # The one new key: the TensorBoard folder reaches verl's TaskRunner actor through ray.init's
+    # runtime_env (tests/jobs/test_metrics_render.py checks it resolves).
+    assert [k for k in o if k.startswith(("+", "~"))] == ["+ray_kwargs.ray_init.runtime_env"]
 
 
 def test_verl_entrypoint_is_the_quoted_command():
@@ -75,17 +88,18 @@ def test_verl_entrypoint_is_the_quoted_command():
 def test_verl_wandb_and_total_steps():
     spec = dataclasses.replace(DEV, wandb=True, total_steps=100, total_epochs=None)
     o = as_dict(render(spec).overrides)
-    assert o["trainer.logger"] == "[console,wandb]"
+    assert o["trainer.logger"] == "[console,tensorboard,wandb]"
     assert o["trainer.total_training_steps"] == "100"
-    # 7473 // 256 = 29 steps per epoch: 4 epochs hold 100 steps.
+    # 7217 // 256 = 28 steps per epoch: 4 epochs hold 100 steps.
     assert o["trainer.total_epochs"] == "4"
 
 
 def test_epochs_for_steps():
-    assert epochs_for_steps(29, 256) == 1
-    assert epochs_for_steps(30, 256) == 2
-    assert epochs_for_steps(200, 32) == 1      # 233 steps per epoch
-    assert epochs_for_steps(10, 7473) == 10
+    # 7217 training rows (7473 less 256 held out for validation).
+    assert epochs_for_steps(28, 256) == 1      # 28 steps per epoch
+    assert epochs_for_steps(29, 256) == 2
+    assert epochs_for_steps(200, 32) == 1      # 225 steps per epoch
+    assert epochs_for_steps(10, 7217) == 10
 
 
 def test_verl_runtime_env_installs_exactly_verl():
@@ -137,23 +151,39 @@ def test_nemo_rl_prod_overrides():
     assert o["grpo.num_prompts_per_step"] == "32"
     assert o["grpo.num_generations_per_prompt"] == "16"
     assert o["grpo.max_num_steps"] == "200" and o["grpo.max_num_epochs"] == "1"
-    assert o["policy.model_name"] == "/data/models/Qwen/Qwen2.5-32B-Instruct"
+    assert o["policy.model_name"] == QWEN_32B
     assert o["policy.train_global_batch_size"] == "512"
-    assert o["policy.train_micro_batch_size"] == "4"
+    assert o["policy.train_micro_batch_size"] == "1"
+    assert o["policy.logprob_batch_size"] == "2"
     assert o["policy.generation.colocated.enabled"] == "True"
     assert "policy.generation.colocated.resources.num_nodes" not in o
-    assert o["policy.generation.vllm_cfg.tensor_parallel_size"] == "8"
+    assert o["policy.generation.vllm_cfg.tensor_parallel_size"] == "4"
+    # NeMo RL's 32B recipe: DTensor TP 8, activation checkpointing, dynamic batching, no packing.
+    assert o["policy.dtensor_cfg.tensor_parallel_size"] == "8"
+    assert o["policy.dtensor_cfg.activation_checkpointing"] == "True"
+    assert o["policy.dtensor_cfg.sequence_parallel"] == "False"
+    assert o["policy.dynamic_batching.enabled"] == "True"
+    assert o["policy.sequence_packing.enabled"] == "False"
+    # One meaning of the lengths: prompt 512, response 1536, sequence 2048.
+    assert o["data.max_input_seq_length"] == "512"
+    assert o["policy.generation.max_new_tokens"] == "1536"
+    assert o["policy.max_total_sequence_length"] == "2048"
+    assert o["loss_fn.reference_policy_kl_type"] == "k3"
     assert o["policy.generation.vllm_cfg.gpu_memory_utilization"] == "0.6"
     assert o["checkpointing.enabled"] == "True"
     assert o["checkpointing.checkpoint_dir"] == PROD.checkpoint_dir
     assert o["checkpointing.save_period"] == "10" and o["checkpointing.keep_top_k"] == "3"
+    # The newest K, not the best by validation accuracy.
+    assert o["checkpointing.metric_name"] == "null"
     assert o["logger.wandb_enabled"] == "False"
     assert o["data.dataset_name"] == "ResponseDataset"
-    assert o["+data.train_data_path"] == "/data/datasets/gsm8k/train.jsonl"
-    assert o["+data.val_data_path"] == "/data/datasets/gsm8k/test.jsonl"
+    assert o["+data.train_data_path"] == f"{GSM8K}/train.jsonl"
+    assert o["+data.val_data_path"] == f"{GSM8K}/validation.jsonl"
     assert o["+data.input_key"] == "question" and o["+data.output_key"] == "answer"
+    # NeMo RL's init_ray re-sends the driver's environment: Ray must be told to merge.
     assert job.runtime_env == {"env_vars": {"HF_HOME": "/data/huggingface_cache",
-                                            "PYTHONUNBUFFERED": "1"}}
+                                            "PYTHONUNBUFFERED": "1",
+                                            "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}}
 
 
 def test_nemo_rl_separate_generation_and_wandb():
@@ -163,67 +193,9 @@ def test_nemo_rl_separate_generation_and_wandb():
     assert o["policy.generation.colocated.enabled"] == "False"
     assert o["policy.generation.colocated.resources.num_nodes"] == "1"
     assert o["policy.generation.colocated.resources.gpus_per_node"] == "8"
-    assert o["logger.wandb_enabled"] == "True"
+    # No W&B key on the head for NeMo RL (components/head_credentials.py): W&B stays off.
+    assert o["logger.wandb_enabled"] == "False"
     assert o["grpo.max_num_epochs"] == "3" and "grpo.max_num_steps" not in o
-
-
-@pytest.mark.parametrize("spec", [PROD, dataclasses.replace(PROD, colocated_generation=False,
-                                                            generation_nodes=1)],
-                         ids=["colocated", "separate"])
-def test_nemo_rl_keys_are_v050_keys(spec):
-    """Plain keys exist in both stored commits or in the older flat layout v0.5.0 uses; `+` keys
-    are new (in neither)."""
-    keys = nemo_rl_keys()
-    for override in render(spec).overrides:
-        prefix, key = override_key(override)
-        if prefix == "+":
-            assert key not in keys, override
-        else:
-            assert keys.get(key) in ("both", "older-only"), override
-
-
-def _nemo_rl_v050_config():
-    """grpo_math_1B.yaml's tree at v0.5.0 as far as known (keys in both commits + the older flat
-    data layout), in struct mode, as nemo_rl.utils.config.parse_hydra_overrides sets it."""
-    from omegaconf import OmegaConf
-
-    tree: dict = {}
-    for key, seen in nemo_rl_keys().items():
-        if seen == "newer-only":
-            continue
-        node = tree
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = None
-    cfg = OmegaConf.create(tree)
-    OmegaConf.set_struct(cfg, True)
-    return cfg
-
-
-@pytest.mark.parametrize("spec", [PROD, dataclasses.replace(PROD, colocated_generation=False,
-                                                            generation_nodes=1, wandb=True)],
-                         ids=["prod", "separate-generation"])
-def test_nemo_rl_overrides_apply_like_nemo_rl(spec):
-    """The same Hydra calls as NeMo RL's parse_hydra_overrides (OverridesParser +
-    ConfigLoaderImpl._apply_overrides_to_config on a struct config)."""
-    try:
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-    except ImportError:
-        skip_or_fail("hydra-core is not installed")
-    cfg = _nemo_rl_v050_config()
-    parsed = OverridesParser.create().parse_overrides(overrides=list(render(spec).overrides))
-    ConfigLoaderImpl._apply_overrides_to_config(overrides=parsed, cfg=cfg)
-    assert cfg.cluster.num_nodes == spec.nodes
-    assert cfg.grpo.num_generations_per_prompt == spec.generations_per_prompt
-    assert cfg.checkpointing.checkpoint_dir == spec.checkpoint_dir
-    assert cfg.data.train_data_path == "/data/datasets/gsm8k/train.jsonl"
-    assert cfg.logger.wandb_enabled is spec.wandb
-    # A misspelt key fails the same way NeMo RL would fail at start.
-    bad = OverridesParser.create().parse_overrides(overrides=["grpo.num_generation_per_prompt=4"])
-    with pytest.raises(Exception):
-        ConfigLoaderImpl._apply_overrides_to_config(overrides=bad, cfg=cfg)
 
 
 def test_owned_keys():

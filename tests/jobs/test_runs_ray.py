@@ -120,6 +120,14 @@ else:
         code, out, _ = cli_run(["status", "--address", head, "--run-id", spec.run_id])
         assert code == ExitCode.OK
         assert "state       SUCCEEDED" in out and "progress    step 2, reward 0.5000" in out
+        assert "[console log]" in out                   # no run directory here: the live fallback
+        # With the run directory, its TensorBoard metrics replace the console parse (jobs/metrics.py).
+        from tools.synthetic_run import write_synthetic_run
+        run_dir = write_synthetic_run(tmp_path / "run-dir", "verl").path
+        code, out, _ = cli_run(["status", "--address", head, "--run-id", spec.run_id, "--run-dir", str(run_dir)])
+        assert code == ExitCode.OK and "state       SUCCEEDED" in out
+        assert "progress    step 60, reward " in out and "[TensorBoard]" in out and "[console log]" not in out
+        assert "goodput     " in out and "restart(s)" in out
         code, out, _ = cli_run(["logs", *where])
         assert code == ExitCode.OK and "step:1 - critic/score/mean" in out
         png = tmp_path / "run.png"

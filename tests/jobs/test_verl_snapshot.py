@@ -61,6 +61,8 @@ VERL_SPECS = [
         PROD, framework="verl", image=DEV.image, framework_version=DEV.framework_version,
         ray_version=DEV.ray_version, prompts_per_step=128, generations_per_prompt=16,
         mini_batch_size=64, micro_batch_size_per_gpu=4, total_steps=300, total_epochs=None,
+        training_tensor_parallel_size=1, dynamic_batch_size=False, sequence_packing=True,
+        ulysses_sequence_parallel_size=2, rollout_tensor_parallel_size=8,
         wandb=True, extra_overrides=("actor_rollout_ref.actor.clip_ratio_high=0.28",
                                      "+actor_rollout_ref.rollout.engine_kwargs.vllm.max_num_seqs=512"))),
 ]
@@ -81,11 +83,25 @@ def test_rendered_overrides_compose_against_verl(spec):
     assert cfg.trainer.default_local_dir == spec.checkpoint_dir
     assert cfg.trainer.resume_mode == "auto"
     assert cfg.trainer.nnodes == spec.nodes and cfg.trainer.n_gpus_per_node == spec.gpus_per_node
-    assert cfg.trainer.val_before_train is False
+    assert cfg.trainer.val_before_train is True
     assert cfg.actor_rollout_ref.model.path == spec.model_dir
     assert cfg.data.train_batch_size == spec.prompts_per_step
     assert cfg.actor_rollout_ref.actor.optim.lr == spec.learning_rate
-    assert list(cfg.trainer.logger) == (["console", "wandb"] if spec.wandb else ["console"])
+    assert list(cfg.trainer.logger) == ["console", "tensorboard"] + (["wandb"] if spec.wandb else [])
+    # Parallelism and batching keys land where verl reads them; validation is the held-out slice.
+    actor = cfg.actor_rollout_ref.actor
+    assert actor.ulysses_sequence_parallel_size == spec.ulysses_sequence_parallel_size
+    assert actor.use_dynamic_bsz is spec.dynamic_batch_size
+    assert cfg.actor_rollout_ref.model.use_remove_padding is spec.sequence_packing
+    assert cfg.actor_rollout_ref.model.enable_gradient_checkpointing is spec.activation_checkpointing
+    assert cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == spec.rollout_tensor_parallel_size
+    if spec.max_tokens_per_gpu is not None:
+        assert actor.ppo_max_token_len_per_gpu == spec.max_tokens_per_gpu
+        # ref and rollout log-prob passes follow the actor's token budget and dynamic batching
+        assert cfg.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu == spec.max_tokens_per_gpu
+        assert cfg.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz is True
+    assert cfg.data.val_files.endswith("/validation.parquet")
+    assert cfg.data.max_response_length == spec.max_response_length
 
 
 def test_misspelt_key_fails_in_verl_and_in_preflight():

@@ -1,0 +1,26 @@
+"""tools/synthetic_run.py writes a run directory the readers accept (the docs' screenshot run)."""
+
+from __future__ import annotations
+
+import time
+
+from jobs.goodput import compute_goodput
+from jobs.metrics import read_run_metrics
+from jobs.timeline import read_timeline
+from tools import synthetic_run
+
+
+def test_live_run_ends_a_minute_ago(tmp_path):
+    assert synthetic_run.main([str(tmp_path / "run"), "--live", "--steps", "40"]) == 0
+    tl, m = read_timeline(tmp_path / "run"), read_run_metrics(tmp_path / "run")
+    assert not tl.ended and len(tl.restarts) == 1 and m.framework == "verl"
+    last = max(r.wall_time for r in m.merged())
+    assert 59 <= time.time() - last < 3600     # placed a minute before the moment it was written
+    assert compute_goodput(tl, m, time.time()).live
+
+
+def test_nemo_rl_run(tmp_path):
+    run = synthetic_run.write_synthetic_run(tmp_path / "n", "nemo-rl", total_steps=30)
+    m = read_run_metrics(run.path)
+    assert m.framework == "nemo-rl" and m.latest().step == 30
+    assert read_timeline(run.path).ended

@@ -1,0 +1,169 @@
+"""A synthetic run directory in the run driver's format, for the report's documentation
+screenshot and the CLI tests: events.jsonl and restarts.jsonl (jobs/timeline.py) and TensorBoard
+event files with the frameworks' own tags (jobs/metrics.py), written with TensorBoard's own
+event file writer the way torch's SummaryWriter.add_scalar writes them (a Summary.Value with
+``simple_value``, torch/utils/tensorboard/summary.py scalar()).
+
+    python -m tools.synthetic_run OUT_DIR [--framework verl|nemo-rl]
+
+The figures are made up (a reward curve that rises, a restart after a lost worker); nothing
+here is a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from jobs.metrics import FRAMEWORK_TAGS, NEMO_RL_VAL_TAG
+from jobs.timeline import EVENTS_FILE, RESTARTS_FILE, tensorboard_dir
+
+VERL_VAL_TAG = "val-core/openai/gsm8k/reward/mean@1"
+
+
+def write_scalar_events(directory: str | Path, points: Iterable[tuple[str, int, float, float]]) -> Path:
+    """(tag, step, value, wall_time) points into one new event file under ``directory``."""
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    writer = EventFileWriter(str(directory))
+    for tag, step, value, wall in points:
+        writer.add_event(Event(wall_time=wall, step=step,
+                               summary=Summary(value=[Summary.Value(tag=tag, simple_value=value)])))
+    writer.close()
+    return directory
+
+
+def append_jsonl(path: Path, rows: Iterable[dict]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+@dataclass(frozen=True)
+class SyntheticRun:
+    path: Path
+    framework: str
+    total_steps: int
+    nodes: int
+    gpus_per_node: int
+    first_time: float
+    end_time: float
+
+
+def _tag(framework: str, name: str) -> str:
+    return FRAMEWORK_TAGS[framework][name][0]
+
+
+def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float = 1_780_000_000.0,
+                        total_steps: int = 60, crash_after: int = 27, checkpoint_every: int = 10,
+                        validate_every: int = 10, seed: int = 7, finished: bool = True) -> SyntheticRun:
+    """Attempt 1: prepare, GPU wait, health gate, trainer start 0 that loses a worker after step
+    ``crash_after`` (checkpoint at the last multiple of ``checkpoint_every``), a second GPU
+    wait, trainer start 1 that resumes and finishes (or is still running: ``finished=False``)."""
+    rng = random.Random(seed)
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    events: list[dict] = []
+    restarts: list[dict] = []
+    val_tag = VERL_VAL_TAG if framework == "verl" else NEMO_RL_VAL_TAG
+
+    def event(t: float, name: str, start: int, **extra) -> None:
+        events.append({"time": t, "event": name, "attempt": 1, "start": start, **extra})
+
+    def reward(step: int) -> float:
+        return 0.25 + 0.6 / (1 + math.exp(-(step - 18) / 6)) + rng.uniform(-0.02, 0.02)
+
+    def run_steps(start: int, first_step: int, last_step: int, t: float) -> tuple[float, list]:
+        points = []
+        for step in range(first_step, last_step + 1):
+            ckpt = 35.0 if step % checkpoint_every == 0 else 0.0
+            val = 25.0 if validate_every and step % validate_every == 0 else 0.0
+            step_time = 70.0 + rng.uniform(-4, 4) + ckpt + val
+            t += step_time
+            tokens = 2400 + 30 * step ** 0.5 + rng.uniform(-60, 60)
+            values = {"reward": reward(step), "response_length": 310 - 2.2 * step + rng.uniform(-6, 6),
+                      "step_time": step_time, "tokens_per_sec_per_gpu": tokens,
+                      "mfu": 0.31 + rng.uniform(-0.015, 0.015)}
+            if ckpt:
+                values["checkpoint_time"] = ckpt
+            if val:
+                values["validation_time"] = val
+            for name, value in values.items():
+                points.append((_tag(framework, name), step, value, t))
+            if val:
+                points.append((val_tag, step, reward(step) + 0.04, t))
+        return t, points
+
+    t = t0
+    event(t, "driver_start", 0)
+    event(t + 2, "prepare_start", 0)
+    event(t + 290, "prepare_end", 0)
+    event(t + 291, "gpu_wait_start", 0)
+    event(t + 1491, "gpu_wait_end", 0)
+    event(t + 1492, "health_start", 0)
+    event(t + 1552, "health_end", 0, passed=True)
+    begin = t + 1555
+    event(begin, "trainer_start", 0)
+    t = begin + 240.0                                   # model load, vLLM start, step-0 validation
+    tb0 = tensorboard_dir(path, 1, 0)
+    points = [(val_tag, 0, reward(0) + 0.03, t)]
+    t, steps = run_steps(0, 1, crash_after, t)
+    t += 41.0                                           # the step that never finished
+    checkpoint = (crash_after // checkpoint_every) * checkpoint_every
+    write_scalar_events(tb0, points + steps)
+    event(t, "trainer_exit", 0, exit_code=1, reason="worker_lost", last_checkpoint_step=checkpoint)
+    restarts.append({"time": t, "reason": "worker_lost", "exit_code": 1,
+                     "last_checkpoint_step": checkpoint, "attempt": 1, "start": 0})
+    event(t + 1, "gpu_wait_start", 1)
+    event(t + 661, "gpu_wait_end", 1)
+    begin = t + 663
+    event(begin, "trainer_start", 1)
+    t = begin + 300.0                                   # model load + resume + validation
+    points = [(val_tag, checkpoint, reward(checkpoint) + 0.03, t)]   # verl validates on resume
+    last = total_steps if finished else checkpoint + (total_steps - checkpoint) // 2
+    t, steps = run_steps(1, checkpoint + 1, last, t)
+    write_scalar_events(tensorboard_dir(path, 1, 1), points + steps)
+    if finished:
+        t += 20
+        event(t, "trainer_exit", 1, exit_code=0, reason="succeeded", last_checkpoint_step=total_steps)
+        event(t + 2, "driver_end", 1, exit_code=0)
+        t += 2
+    append_jsonl(path / EVENTS_FILE, events)
+    append_jsonl(path / RESTARTS_FILE, restarts)
+    return SyntheticRun(path, framework, total_steps, 2, 8, t0, t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.synthetic_run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", help="run directory to write (must not exist)")
+    parser.add_argument("--framework", choices=("verl", "nemo-rl"), default="verl")
+    parser.add_argument("--live", action="store_true",
+                        help="leave the second start running, its last step a minute ago")
+    parser.add_argument("--steps", type=int, default=58, help="planned steps (dev: 2 epochs of 29)")
+    args = parser.parse_args(argv)
+    if Path(args.out).exists():
+        parser.error(f"{args.out} exists")
+    t0 = 1_780_000_000.0
+    if args.live:   # place the run so that now is a minute after its last step
+        import tempfile
+        import time
+
+        with tempfile.TemporaryDirectory() as scratch:
+            dry = write_synthetic_run(scratch, args.framework, t0=0.0, total_steps=args.steps, finished=False)
+        t0 = time.time() - dry.end_time - 60
+    run = write_synthetic_run(args.out, args.framework, t0=t0, total_steps=args.steps, finished=not args.live)
+    print(f"wrote {run.path} ({run.framework}, {run.total_steps} planned steps)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
