@@ -41,6 +41,14 @@ _KEY_QUALIFIERS = frozenset({"API", "ACCESS", "PRIVATE", "SECRET", "SIGNING", "E
 _LOCATION_WORDS = frozenset({"PATH", "FILE", "FILENAME", "DIR", "DIRECTORY", "HOME", "REF",
                              "NAME", "ENV", "MOUNT"})
 _NOT_CREDENTIALS = frozenset({"GOOGLE_APPLICATION_CREDENTIALS"})
+# Last words that make a name a measure or an index of tokens, not a credential
+# (ppo_max_token_len_per_gpu, pad_token_id, max_token_budget).
+_MEASURE_WORDS = frozenset({"LEN", "LENS", "LENGTH", "LENGTHS", "COUNT", "COUNTS", "NUM", "LIMIT",
+                            "LIMITS", "SIZE", "SIZES", "BUDGET", "ID", "IDS", "INDEX", "TYPE",
+                            "RATIO", "RATE", "GPU", "DEVICE", "STEP", "STEPS"})
+# Words before TOKEN that name a tokenizer's special token (pad_token, eos_token) or a bound.
+_TOKEN_QUALIFIERS = frozenset({"PAD", "EOS", "BOS", "UNK", "SEP", "CLS", "MASK", "SPECIAL", "START",
+                               "STOP", "END", "MAX", "MIN", "NUM", "IMAGE", "VISION", "AUDIO"})
 
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
@@ -74,16 +82,19 @@ def _words(name: str) -> list[str]:
 def looks_like_secret_name(name: str) -> bool:
     """Whether a key or env var name says it holds a credential (HF_TOKEN, hfToken, hf_token,
     WANDB_API_KEY, wandbApiKey, DB_PASSPHRASE, AWS_SECRET_ACCESS_KEY), but not
-    TOKENIZERS_PARALLELISM, MAX_TOKENS, HF_TOKEN_PATH or GOOGLE_APPLICATION_CREDENTIALS. A dotted
-    name (``trainer.hf_token``) is judged by its last part."""
+    TOKENIZERS_PARALLELISM, MAX_TOKENS, HF_TOKEN_PATH, ppo_max_token_len_per_gpu, pad_token or
+    GOOGLE_APPLICATION_CREDENTIALS. A dotted name (``trainer.hf_token``) is judged by its last
+    part."""
     name = str(name).strip().lstrip("+~-")
     name = name.rsplit(".", 1)[-1]
     if name.upper() in _NOT_CREDENTIALS:
         return False
     words = _words(name)
-    if not words or words[-1] in _LOCATION_WORDS:
+    if not words or words[-1] in _LOCATION_WORDS or words[-1] in _MEASURE_WORDS:
         return False
     for i, word in enumerate(words):
+        if word == "TOKEN" and i > 0 and words[i - 1] in _TOKEN_QUALIFIERS:
+            continue
         if word in _CREDENTIAL_WORDS:
             return True
         if word in ("KEY", "KEYS") and i > 0 and words[i - 1] in _KEY_QUALIFIERS:
