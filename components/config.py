@@ -207,10 +207,23 @@ class Problem:
     allowed: str
 
     def __str__(self) -> str:
+        # Nothing secret is ever echoed (jobs/credentials.py) and echoed values are cut short.
+        from jobs.config_file import truncate
+        from jobs.credentials import looks_like_secret_name, redact
+
+        key = truncate(redact(self.key), 160)
         if self.given is NOT_SHOWN:
-            return f"{self.key}: {self.allowed}"
-        given = "(not set)" if self.given is _ABSENT else json.dumps(self.given, default=str)
-        return f"{self.key}: given {given}; {self.allowed}"
+            return f"{key}: {redact(self.allowed)}"
+        if self.given is _ABSENT:
+            given = "(not set)"
+        elif self.given is HIDDEN or looks_like_secret_name(re.split(r"[.:]", self.key)[-1].split("[")[0]):
+            given = "(value hidden)"
+        else:
+            try:
+                given = truncate(redact(json.dumps(self.given, default=str)), 120)
+            except (ValueError, RecursionError):
+                given = "(a value that cannot be shown)"
+        return f"{key}: given {given}; {redact(self.allowed)}"
 
 
 class _Absent:
@@ -221,6 +234,8 @@ class _Absent:
 _ABSENT = _Absent()
 # For problems whose message already says what was given (the job preflight's findings).
 NOT_SHOWN = object()
+# For values never to be echoed: secrets (--secret), unknown keys (a typo of hfToken).
+HIDDEN = object()
 
 
 class ConfigError(pulumi.RunError):
@@ -777,7 +792,9 @@ def _parse_area(area: str, raw_value: Any, problems: list[Problem]) -> Optional[
                 loc = tuple(e["loc"])
                 if loc not in reported:
                     reported.add(loc)
-                    problems.append(Problem(_user_key(area, loc), _lookup(raw_value, loc),
+                    # An unknown key's value is never echoed (a mistyped credential).
+                    given = HIDDEN if e["type"] == "extra_forbidden" else _lookup(raw_value, loc)
+                    problems.append(Problem(_user_key(area, loc), given,
                                             _allowed_from_pydantic(e)))
                 if loc and loc[0] in remaining:
                     remaining = {k: v for k, v in remaining.items() if k != loc[0]}
@@ -808,7 +825,8 @@ def load_stack_config(
             continue
         if name not in AREAS and name not in SECRET_KEYS and name not in SCALAR_KEYS:
             known = sorted([*AREAS, *SECRET_KEYS, *SCALAR_KEYS])
-            problems.append(Problem(key, raw[key], "unknown key (a typo?); known keys: "
+            # Never echo an unknown key's value: it may be a mistyped credential (hf_token).
+            problems.append(Problem(key, HIDDEN, "unknown key (a typo?); known keys: "
                                     + ", ".join(f"{PROJECT}:{k}" for k in known)))
     if "gcp:zone" in raw:
         problems.append(Problem("gcp:zone", raw["gcp:zone"],
@@ -859,11 +877,20 @@ def load_stack_config(
         p.key == k or p.key.startswith(k + ".") or k.startswith(p.key + ".") for k in shape_keys)]
 
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(_hide_secret_values(problems, secret_keys))
     return StackConfig(
         stack=stack, project=project, region=region, environment=environment,
         has_wandb_key=f"{PROJECT}:wandbApiKey" in raw, **parsed,
     )
+
+
+def _hide_secret_values(problems: list[Problem], secret_keys) -> list[Problem]:
+    """Problems under a key set with --secret (decrypted for the program) never show a value."""
+    secret = {k.replace(":config:", ":", 1) for k in secret_keys}
+    return [Problem(p.key, HIDDEN, p.allowed)
+            if p.given is not NOT_SHOWN and any(p.key == k or p.key.startswith((k + ".", k + "["))
+                                               for k in secret) else p
+            for p in problems]
 
 
 def _version_tuple(version: str) -> Optional[tuple[int, int, int, int]]:
@@ -910,6 +937,8 @@ class _Rules:
             self._check_kuberay()
         if self.job:
             self._check_job()
+        from components.config_guards import check_guards   # values no API accepts (issue 14)
+        check_guards(self)
 
     # ---- cluster --------------------------------------------------------------------------
     def _check_cluster(self) -> None:
@@ -942,8 +971,10 @@ class _Rules:
             if not _RFC3339.match(value):
                 self.add(f"cluster.maintenanceWindow.{field}", value,
                          "an RFC 3339 UTC time such as 2025-01-04T02:00:00Z")
+        from components.config_guards import rfc3339
+        start, end = rfc3339(window.start_time), rfc3339(window.end_time)
         if _RFC3339.match(window.start_time) and _RFC3339.match(window.end_time) \
-                and window.end_time <= window.start_time:
+                and start is not None and end is not None and end <= start:
             self.add("cluster.maintenanceWindow.endTime", window.end_time,
                      f"a time after maintenanceWindow.startTime ({window.start_time})")
         if not window.recurrence.startswith("FREQ="):
