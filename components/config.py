@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Optional
 
 import pulumi
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 PROJECT = "gke-grpo"
@@ -207,10 +207,23 @@ class Problem:
     allowed: str
 
     def __str__(self) -> str:
+        # Nothing secret is ever echoed (jobs/credentials.py) and echoed values are cut short.
+        from jobs.config_file import truncate
+        from jobs.credentials import looks_like_secret_name, redact
+
+        key = truncate(redact(self.key), 160)
         if self.given is NOT_SHOWN:
-            return f"{self.key}: {self.allowed}"
-        given = "(not set)" if self.given is _ABSENT else json.dumps(self.given, default=str)
-        return f"{self.key}: given {given}; {self.allowed}"
+            return f"{key}: {redact(self.allowed)}"
+        if self.given is _ABSENT:
+            given = "(not set)"
+        elif self.given is HIDDEN or looks_like_secret_name(re.split(r"[.:]", self.key)[-1].split("[")[0]):
+            given = "(value hidden)"
+        else:
+            try:
+                given = truncate(redact(json.dumps(self.given, default=str)), 120)
+            except (ValueError, RecursionError):
+                given = "(a value that cannot be shown)"
+        return f"{key}: given {given}; {redact(self.allowed)}"
 
 
 class _Absent:
@@ -221,6 +234,8 @@ class _Absent:
 _ABSENT = _Absent()
 # For problems whose message already says what was given (the job preflight's findings).
 NOT_SHOWN = object()
+# For values never to be echoed: secrets (--secret), unknown keys (a typo of hfToken).
+HIDDEN = object()
 
 
 class ConfigError(pulumi.RunError):
@@ -408,6 +423,21 @@ class KubeRayConfig(_Area):
     worker: WorkerResources = WorkerResources()
 
 
+class HealthGateConfig(_Area):
+    """gke-grpo:job.healthGate: the run driver's fabric and storage gate (jobs/health.py,
+    docs/health-gates.md). Omitted thresholds come from data/health-gates.yaml (sourced)."""
+
+    mode: Literal["enforce", "warn", "off"] = "enforce"
+    min_bus_bandwidth_gbps: Optional[float] = Field(None, gt=0)
+    published_fraction: Optional[float] = Field(None, gt=0, le=1)
+    collectives: tuple[Literal["all_gather", "all_reduce"], ...] = ("all_gather", "all_reduce")
+    message_sizes_mib: tuple[int, ...] = (1024, 2048, 4096, 8192)
+    warmup_iterations: int = Field(2, ge=0, le=50)
+    iterations: int = Field(5, ge=1, le=100)
+    storage_probe_gib: int = Field(8, ge=0, le=1024)
+    timeout_seconds: int = Field(900, ge=60)
+
+
 class JobConfig(_Area):
     enabled: bool = True
     framework: Literal["verl", "nemo-rl"]
@@ -458,6 +488,18 @@ class JobConfig(_Area):
     # What preflight does with a GPU-memory estimate above 100 % (jobs/memory_plan.py):
     # refuse (enforce) or only warn (warn). Not part of the run's identity.
     memory_check: Literal["enforce", "warn"] = "enforce"
+    # The fabric/storage gate before the first trainer start; "off" is allowed and warned about.
+    health_gate: HealthGateConfig = HealthGateConfig()
+
+    @field_validator("health_gate", mode="before")
+    @classmethod
+    def _health_gate_shorthand(cls, value: Any) -> Any:
+        # `healthGate: off` is short for {"mode": "off"}.
+        if value == "off":
+            return {"mode": "off"}
+        if isinstance(value, str):
+            raise ValueError('"off" or an object such as {"mode": "warn"}')
+        return value
 
 
 AREAS: dict[str, type[_Area]] = {
@@ -753,7 +795,9 @@ def _parse_area(area: str, raw_value: Any, problems: list[Problem]) -> Optional[
                 loc = tuple(e["loc"])
                 if loc not in reported:
                     reported.add(loc)
-                    problems.append(Problem(_user_key(area, loc), _lookup(raw_value, loc),
+                    # An unknown key's value is never echoed (a mistyped credential).
+                    given = HIDDEN if e["type"] == "extra_forbidden" else _lookup(raw_value, loc)
+                    problems.append(Problem(_user_key(area, loc), given,
                                             _allowed_from_pydantic(e)))
                 if loc and loc[0] in remaining:
                     remaining = {k: v for k, v in remaining.items() if k != loc[0]}
@@ -784,7 +828,8 @@ def load_stack_config(
             continue
         if name not in AREAS and name not in SECRET_KEYS and name not in SCALAR_KEYS:
             known = sorted([*AREAS, *SECRET_KEYS, *SCALAR_KEYS])
-            problems.append(Problem(key, raw[key], "unknown key (a typo?); known keys: "
+            # Never echo an unknown key's value: it may be a mistyped credential (hf_token).
+            problems.append(Problem(key, HIDDEN, "unknown key (a typo?); known keys: "
                                     + ", ".join(f"{PROJECT}:{k}" for k in known)))
     if "gcp:zone" in raw:
         problems.append(Problem("gcp:zone", raw["gcp:zone"],
@@ -835,11 +880,20 @@ def load_stack_config(
         p.key == k or p.key.startswith(k + ".") or k.startswith(p.key + ".") for k in shape_keys)]
 
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(_hide_secret_values(problems, secret_keys))
     return StackConfig(
         stack=stack, project=project, region=region, environment=environment,
         has_wandb_key=f"{PROJECT}:wandbApiKey" in raw, **parsed,
     )
+
+
+def _hide_secret_values(problems: list[Problem], secret_keys) -> list[Problem]:
+    """Problems under a key set with --secret (decrypted for the program) never show a value."""
+    secret = {k.replace(":config:", ":", 1) for k in secret_keys}
+    return [Problem(p.key, HIDDEN, p.allowed)
+            if p.given is not NOT_SHOWN and any(p.key == k or p.key.startswith((k + ".", k + "["))
+                                               for k in secret) else p
+            for p in problems]
 
 
 def _version_tuple(version: str) -> Optional[tuple[int, int, int, int]]:
@@ -886,6 +940,8 @@ class _Rules:
             self._check_kuberay()
         if self.job:
             self._check_job()
+        from components.config_guards import check_guards   # values no API accepts (issue 14)
+        check_guards(self)
 
     # ---- cluster --------------------------------------------------------------------------
     def _check_cluster(self) -> None:
@@ -918,8 +974,10 @@ class _Rules:
             if not _RFC3339.match(value):
                 self.add(f"cluster.maintenanceWindow.{field}", value,
                          "an RFC 3339 UTC time such as 2025-01-04T02:00:00Z")
+        from components.config_guards import rfc3339
+        start, end = rfc3339(window.start_time), rfc3339(window.end_time)
         if _RFC3339.match(window.start_time) and _RFC3339.match(window.end_time) \
-                and window.end_time <= window.start_time:
+                and start is not None and end is not None and end <= start:
             self.add("cluster.maintenanceWindow.endTime", window.end_time,
                      f"a time after maintenanceWindow.startTime ({window.start_time})")
         if not window.recurrence.startswith("FREQ="):
@@ -1388,6 +1446,15 @@ class _Rules:
             if revision is not None and not re.match(r"^[0-9a-f]{40}$", revision):
                 self.add(key, revision, "a Hugging Face Hub commit sha: 40 lower-case hex "
                          "characters (the model or dataset page, 'Files and versions', History)")
+        gate = j.health_gate
+        if gate.mode != "off":
+            sizes = gate.message_sizes_mib
+            if not sizes or any(not 1 <= size <= 16384 for size in sizes):
+                self.add("job.healthGate.messageSizesMib", list(sizes), "1 to 16384 MiB each, at "
+                         "least one (1024-8192 measure the large-message bandwidth the thresholds "
+                         "are published for)")
+            if not gate.collectives:
+                self.add("job.healthGate.collectives", [], 'at least one of "all_gather", "all_reduce"')
 
 
 def read_pulumi_config() -> tuple[dict[str, Any], set[str]]:

@@ -34,7 +34,8 @@ JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 # Standard-library (plus ray/pyarrow/huggingface_hub, present in the framework images) modules
 # the entrypoint runs on the Ray head before training starts.
 HEAD_MODULES = ("__init__.py", "layout.py", "spec.py", "wait_for_gpus.py", "prepare.py",
-                "plan.py", "run.py", "timeline.py", "checkpoints.py")
+                "plan.py", "run.py", "timeline.py", "checkpoints.py",
+                "health.py")
 HEAD_CODE_ROOT = "/opt/gke-grpo"
 HEAD_CODE_CONFIGMAP = "grpo-jobs-code"
 # The RayJob submitter's pod: labelled for the NetworkPolicy (dashboard port 8265 admitted from
@@ -90,11 +91,15 @@ def head_code_mount() -> tuple[list[dict], list[dict], list[dict]]:
 def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
     """The run plan file (JSON) the driver reads on the head: the rendered trainer, the stages
     and the budgets of gke-grpo:job."""
+    from components.health_gate import health_plan
+    from jobs.layout import DATA_LAYOUT
     from jobs.plan import build_plan
     from jobs.render import render
 
     job = config.job
     return build_plan(spec, render(spec), deadline_seconds=job.active_deadline_seconds,
+                      # the fabric/storage gate before every trainer start (issue 17)
+                      health=health_plan(config, DATA_LAYOUT.run_dir(spec.run_id)),
                       gpu_wait_seconds=job.gpu_wait_seconds,
                       max_restarts=job.max_restarts,
                       # verl forgets its older checkpoints on every restart (jobs/checkpoints.py)
@@ -198,6 +203,9 @@ class GrpoJob(pulumi.ComponentResource):
                  submitter_node_selector: Optional[dict[str, str]] = None,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gke-grpo:components:GrpoJob", name, None, opts)
+        from components.health_gate import health_gate_warning
+        if health_gate_warning(config):
+            pulumi.log.warn(health_gate_warning(config), resource=self)
         self.spec = spec
         self.submission_id = spec.submission_id()
         self.rayjob = None

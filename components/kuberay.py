@@ -570,6 +570,9 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
             {"name": "gib", "hostPath": {"path": GIB_HOST_DIR}},
         ],
     }
+    # GPU health (count, uncorrected ECC, driver libraries) before `ray start`.
+    from components.gpu_health import apply_to_worker_pod
+    apply_to_worker_pod(worker_pod, row.image, config.gpus_per_node)
     worker_annotations = {
         **storage.pod_annotations,
         "networking.gke.io/default-interface": "eth0",

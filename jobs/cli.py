@@ -14,14 +14,18 @@ Target: ``--stack STACK [--config-file FILE]`` reads the stack's config (the run
 ``gke-grpo:job`` describes) and opens ``kubectl port-forward`` to the RayCluster's head service
 on 127.0.0.1 for the duration of the command (always closed afterwards). ``--address URL`` uses
 a dashboard you reach yourself (then ``--stack`` only names the run, or give ``--run-id``).
-Exit codes: see ``jobs.runs`` (0 ok, 1 job failed, 2 usage/config, 3 GPU wait timeout,
-4 dashboard unreachable, 5 job stopped, 130 interrupted).
+Exit codes: see ``jobs.runs`` (0 ok, 1 job failed or plot not written, 2 usage/config, 3 GPU
+wait timeout, 4 dashboard unreachable, 5 job stopped, 130 interrupted, 129/143 SIGHUP/SIGTERM);
+docs/errors-and-guarantees.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
+import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +33,14 @@ from typing import Callable, Iterator, Optional, Sequence, TextIO
 
 from jobs.runs import (Attempt, ExitCode, RetryPolicy, RunError, Runs, fmt_duration, fmt_time,
                        run_entrypoint)
+from jobs.credentials import redact
 from jobs.spec import GrpoSpec
 
 ROOT = Path(__file__).resolve().parent.parent
+# A plot that could not be written (full disk, unwritable path): exit 1, as a failure.
+EXIT_WRITE_FAILED = ExitCode.JOB_FAILED
+# Longest --wait-timeout / --status-every accepted: a year (anything longer is a typo).
+MAX_SECONDS = 366 * 24 * 3600.0
 
 # (spec, args) -> (entrypoint, runtime_env); tests inject small real entrypoints here.
 EntrypointBuilder = Callable[[GrpoSpec, argparse.Namespace], tuple[str, dict]]
@@ -67,14 +76,14 @@ def default_entrypoint(spec: GrpoSpec, args: argparse.Namespace) -> tuple[str, d
 def load_stack(stack: str, config_file: Optional[str]):
     """(StackConfig, GrpoSpec) of a stack; UsageError listing every config problem."""
     from components.config import ConfigError, load_stack_config
+    from jobs.config_file import ConfigFileError, read_stack_file
     from jobs.spec import spec_from_config
-    from tools.preview import PreviewInputError, read_config_file
 
     path = Path(config_file) if config_file else ROOT / f"Pulumi.{stack}.yaml"
     try:
-        raw, secret_keys = read_config_file(path)
+        raw, secret_keys = read_stack_file(path)
         config = load_stack_config(raw, secret_keys, stack)
-    except PreviewInputError as exc:
+    except ConfigFileError as exc:
         raise UsageError(str(exc)) from None
     except ConfigError as exc:
         raise UsageError(f"{path}: {exc}") from None
@@ -89,7 +98,7 @@ def open_target(args: argparse.Namespace, err: TextIO) -> Iterator[Target]:
         config, spec = load_stack(args.stack, args.config_file)
     run_id = spec.run_id if spec else args.run_id
     if args.address:
-        yield Target(args.address.rstrip("/"), spec, run_id, config)
+        yield Target(args.address, spec, run_id, config)
         return
     if config is None:
         raise UsageError("give --stack STACK (port-forward to its RayCluster) or --address URL")
@@ -101,7 +110,7 @@ def open_target(args: argparse.Namespace, err: TextIO) -> Iterator[Target]:
         try:
             address = stack.enter_context(port_forward(
                 namespace, service, local_port=args.local_port, context=args.kube_context,
-                kubectl=args.kubectl))
+                kubectl=args.kubectl, err=err))
         except PortForwardError as exc:
             raise _Unreachable(str(exc)) from None
         yield Target(address, spec, run_id, config)
@@ -195,6 +204,7 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
 
     attempt = _pick(runs, target, args)
     structured = _run_rows(args, target.run_id, target)
+    log = runs.logs(attempt.submission_id)
     rows = [("run", target.run_id or attempt.metadata.get("run_id", "-")),
             ("attempt", f"{attempt.number} ({attempt.submission_id})"),
             ("state", attempt.status),
@@ -204,14 +214,17 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
     if not any(key == "progress" for key, _ in structured):
         # The live fallback: the console lines of the attempt's log on the Ray head.
         tracker = ProgressTracker()
-        tracker.feed(runs.logs(attempt.submission_id) + "\n")
+        tracker.feed(log + "\n")
         rows.append(("progress", tracker.describe() + " [console log]"))
     rows += structured
-    rows.append(("restarts", describe_restarts(runs.restarts(attempt.submission_id))))
+    from jobs.run import restarts_from_log
+    rows.append(("restarts", describe_restarts(restarts_from_log(log))))
     if attempt.message:
         rows.append(("message", attempt.message))
     if target.spec is not None:
         rows.append(("checkpoints", target.spec.checkpoint_dir))
+    from jobs.health import health_from_log, status_rows as health_rows
+    rows += health_rows(health_from_log(log))       # the gate's result line in the job log
     for key, value in rows:
         print(f"{key:<12}{value}", file=out)
     out.flush()
@@ -408,6 +421,10 @@ def cmd_plot(runs: Optional[Runs], target: Optional[Target], args, out, err) -> 
     except ValueError as exc:
         print(f"[jobs] {exc}", file=err, flush=True)
         return ExitCode.USAGE
+    except OSError as exc:   # a full disk, an unwritable or impossible path
+        print(f"[jobs] error: cannot write the plot to {args.out}: "
+              f"{exc.strerror or type(exc).__name__}", file=err, flush=True)
+        return EXIT_WRITE_FAILED
     print(f"[jobs] wrote {path}: {summary(records)} [{source}]", file=out, flush=True)
     return ExitCode.OK
 
@@ -415,10 +432,76 @@ def cmd_plot(runs: Optional[Runs], target: Optional[Target], args, out, err) -> 
 # ---- parsing ------------------------------------------------------------------------------------
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
     return value
+
+
+def _positive_seconds(text: str) -> float:
+    """A finite, positive number of seconds (not 0, -1, inf or nan), at most a year."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text[:40]!r}") from None
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0 and at most "
+                                         f"{MAX_SECONDS:.0f}, got {text[:40]}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, got {text[:40]!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port between 1 and 65535, got {text}")
+    return value
+
+
+def dashboard_address(text: str, source: str = "--address") -> str:
+    """A Ray dashboard URL, checked at once: http(s)://host[:port] with a port in 1-65535 and
+    no credentials, path, query or fragment. Returns it without a trailing slash; UsageError
+    (exit 2, before any connection) naming `source` otherwise."""
+    from urllib.parse import urlsplit
+
+    shown = redact(text)[:120]
+    if any(ch.isspace() or ord(ch) < 32 for ch in text):
+        raise UsageError(f"{source}: {shown!r} is not a dashboard URL: it contains blanks or "
+                         "control characters")
+    try:
+        url = urlsplit(text.strip())
+        port = url.port
+    except ValueError as exc:
+        raise UsageError(f"{source}: {shown!r} is not a dashboard URL ({exc}); expected "
+                         "http://HOST:PORT such as http://127.0.0.1:8265") from None
+    if url.scheme not in ("http", "https"):
+        raise UsageError(f"{source}: {shown!r} is not a dashboard URL: the scheme must be http or "
+                         "https (e.g. http://127.0.0.1:8265; ray:// and GCS addresses such as "
+                         "127.0.0.1:6379 are for ray.init, not for jobs)")
+    if not url.hostname:
+        raise UsageError(f"{source}: {shown!r} has no host; expected http://HOST:PORT")
+    if port is not None and not 1 <= port <= 65535:
+        raise UsageError(f"{source}: port {port} is out of range (1-65535)")
+    if url.username or url.password:
+        raise UsageError(f"{source}: credentials in the URL are not accepted (they would be "
+                         "printed and logged)")
+    if url.path.strip("/") or url.query or url.fragment:
+        raise UsageError(f"{source}: {shown!r} has a path, query or fragment; give the "
+                         "dashboard's root, http://HOST:PORT")
+    return f"{url.scheme}://{url.netloc}"
+
+
+def _resolve_address(args: argparse.Namespace) -> None:
+    """--address, else $RAY_ADDRESS (as Ray's own job CLI does), validated before anything."""
+    if getattr(args, "address", None) is not None:
+        args.address = dashboard_address(args.address, "--address")
+    elif os.environ.get("RAY_ADDRESS") and hasattr(args, "address"):
+        args.address = dashboard_address(os.environ["RAY_ADDRESS"], "RAY_ADDRESS")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -426,14 +509,15 @@ def build_parser() -> argparse.ArgumentParser:
     g = target.add_argument_group("target")
     g.add_argument("--stack", help="stack whose config names the run and the RayCluster (Pulumi.STACK.yaml)")
     g.add_argument("--config-file", help="a stack config file in the Pulumi.<stack>.yaml format")
-    g.add_argument("--address", help="Ray dashboard URL, e.g. http://127.0.0.1:8265 (no port-forward)")
+    g.add_argument("--address", help="Ray dashboard URL, e.g. http://127.0.0.1:8265 (no port-forward; "
+                                     "default: $RAY_ADDRESS when set)")
     g.add_argument("--run-id", help="the run, when no --stack names it")
     g.add_argument("--kube-context", help="kubectl context for the port-forward")
     g.add_argument("--kubectl", default="kubectl", help=argparse.SUPPRESS)
-    g.add_argument("--local-port", type=int, help="local port of the port-forward (default: a free one)")
+    g.add_argument("--local-port", type=_port, help="local port of the port-forward (default: a free one)")
 
     follow = argparse.ArgumentParser(add_help=False)
-    follow.add_argument("--status-every", type=float, default=30.0, metavar="SECONDS",
+    follow.add_argument("--status-every", type=_positive_seconds, default=30.0, metavar="SECONDS",
                         help="status line (state, elapsed, latest step/reward) interval while following")
 
     which = argparse.ArgumentParser(add_help=False)
@@ -444,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Exit codes: 0 ok, 1 job failed, 2 usage/config error, "
                                             "3 GPU wait timeout, 4 dashboard unreachable, "
-                                            "5 job stopped, 130 interrupted.")
+                                            "5 job stopped, 130 interrupted (129 SIGHUP, 143 SIGTERM).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("submit", parents=[target, follow], help="submit the next attempt, or attach to the live one")
@@ -464,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", parents=[target], help="the run's attempts with state and times")
     p = sub.add_parser("stop", parents=[target], help="stop the run's live attempt")
     p.add_argument("--wait", action="store_true", help="wait until it is STOPPED")
-    p.add_argument("--wait-seconds", type=float, default=60.0, help=argparse.SUPPRESS)
+    p.add_argument("--wait-seconds", type=_positive_seconds, default=60.0, help=argparse.SUPPRESS)
     p = sub.add_parser("plot", parents=[target, which, rundir],
                        help="reward, response length and throughput over steps (PNG)")
     p.add_argument("--log", action="append", help="a console log file (repeat for attempts, oldest first)")
@@ -503,6 +587,53 @@ def _preflight(argv: Sequence[str], err: TextIO) -> int:
 def main(argv: Optional[Sequence[str]] = None, *, build_entrypoint: Optional[EntrypointBuilder] = None,
          out: Optional[TextIO] = None, err: Optional[TextIO] = None,
          retry: RetryPolicy = RetryPolicy()) -> int:
+    """The CLI; SIGTERM and SIGHUP end it like Ctrl-C does (the port-forward is stopped, the
+    attempt keeps running), with exit code 128 + the signal number."""
+    err_stream = err or sys.stderr
+    with _signals_end_the_command():
+        try:
+            return _main(argv, build_entrypoint=build_entrypoint, out=out, err=err, retry=retry)
+        except _Terminated as exc:
+            print(f"\n[jobs] {signal.Signals(exc.signum).name}: stopped; the port-forward is closed "
+                  "and the attempt keeps running on the cluster (`python -m jobs stop` stops it)",
+                  file=err_stream, flush=True)
+            return 128 + exc.signum
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised in the main thread so that every context unwinds."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_end_the_command():
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated(signum)
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):  # pragma: no cover - not the main thread / unsupported
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _main(argv: Optional[Sequence[str]], *, build_entrypoint: Optional[EntrypointBuilder],
+          out: Optional[TextIO], err: Optional[TextIO], retry: RetryPolicy) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     out = out or sys.stdout
     err = err or sys.stderr
@@ -518,6 +649,7 @@ def main(argv: Optional[Sequence[str]] = None, *, build_entrypoint: Optional[Ent
         return ExitCode.USAGE
     target = None
     try:
+        _resolve_address(args)
         if args.command == "plot" and args.log:
             return cmd_plot(None, None, args, out, err)
         if args.command == "report":
@@ -535,18 +667,24 @@ def main(argv: Optional[Sequence[str]] = None, *, build_entrypoint: Optional[Ent
                 return cmd_plot(runs, target, args, out, err)
             return COMMANDS[args.command](runs, target, args, out, err)
     except RunError as exc:
-        print(f"[jobs] error: {exc}", file=err, flush=True)
+        print(f"[jobs] error: {redact(exc)}", file=err, flush=True)
         return exc.exit_code
     except RuntimeError as exc:
         # The Job Submission SDK's "Request failed with status code N: ..." (and its own checks).
         text = str(exc)
         if "status code 404" in text or "does not exist" in text:
-            print(f"[jobs] error: {text}", file=err, flush=True)
+            print(f"[jobs] error: {redact(text)[:2000]}", file=err, flush=True)
             return ExitCode.USAGE
         print(f"[jobs] error: the Ray dashboard at {getattr(target, 'address', '?')} answered "
-              f"with an error: {text}", file=err, flush=True)
+              f"with an error: {redact(text)[:2000]}", file=err, flush=True)
         return ExitCode.DASHBOARD_UNREACHABLE
     except KeyboardInterrupt:
         print("\n[jobs] interrupted: stopped following; the attempt keeps running on the cluster "
               "(`python -m jobs stop` stops it)", file=err, flush=True)
         return ExitCode.INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, nothing secret
+        if os.environ.get("GKE_GRPO_DEBUG") == "1":
+            raise
+        print(f"[jobs] internal error ({type(exc).__name__}: {redact(exc)[:300]}); this is a bug: "
+              "rerun with GKE_GRPO_DEBUG=1 for the traceback", file=err, flush=True)
+        return ExitCode.JOB_FAILED

@@ -88,10 +88,30 @@ def plot_records(records: Sequence[StepRecord], out: Path | str, title: str = "G
         fig.tight_layout()
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out)
+        _write_figure(fig, out)
     finally:
         plt.close(fig)
     return out
+
+
+def _write_figure(fig, out: Path) -> None:
+    """Render in memory, then write and flush ourselves: matplotlib's own file writing does not
+    report every failed write (savefig to /dev/full returns normally, matplotlib 3.11.2), so a
+    full disk would be reported as a plot written. OSError (with the errno) when it fails."""
+    import errno
+    import io
+    import os
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=(out.suffix.lstrip(".").lower() or "png"))
+    with open(out, "wb") as handle:
+        handle.write(buffer.getvalue())
+        handle.flush()
+        try:
+            os.fsync(handle.fileno())
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.EROFS):   # devices and pipes cannot sync
+                raise
 
 
 def summary(records: Sequence[StepRecord]) -> str:

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
 from jobs.checkpoints import checkpoints_on_disk
+from jobs.credentials import looks_like_secret_name, looks_like_secret_value, redact
 from jobs.prepare import GSM8K_TRAINING_ROWS, GSM8K_VALIDATION_ROWS
 from jobs.render import NEMO_RL_KL_TYPES, override_key, owned_keys
 
@@ -531,6 +532,8 @@ class _Checker:
             prefixes = _nemo_rl_prefixes()
             where = "NeMo RL 0.5.0's grpo_math_1B.yaml (data/nemo-rl-0.5.0-keys.txt)"
         for override in s.extra_overrides:
+            if _carries_credential(override):
+                continue
             prefix, key = override_key(override)
             if ("=" not in override and prefix != "~") or not key or " " in key:
                 self.error(EXTRA, f"{override!r} is not a key=value override")
@@ -555,8 +558,20 @@ class _Checker:
                 values[key] = override.split("=", 1)[1]
         return values
 
+    def credentials_in_overrides(self) -> None:
+        """No credential in gke-grpo:job.extraOverrides: they end up in the RayJob's entrypoint,
+        which the RayJob object and the Ray dashboard show to anyone who can read them. The
+        override is named by position and key, never echoed."""
+        for i, override in enumerate(self.spec.extra_overrides):
+            if _carries_credential(override):
+                key = redact(str(override).split("=", 1)[0])
+                self.error(EXTRA, f"item {i} ({key}=...) carries a credential: overrides reach "
+                           "the RayJob's entrypoint, which the dashboard shows; give secrets to "
+                           "the pods as Kubernetes Secrets (gke-grpo:hfToken, gke-grpo:wandbApiKey)")
+
     def run(self) -> list[Finding]:
         s = self.spec
+        self.credentials_in_overrides()
         usable = self.values()
         self.checkpoints()
         self.dataset()
@@ -574,6 +589,14 @@ class _Checker:
             from jobs.memory_plan import memory_findings   # GPU memory (docs/memory-planner.md)
             self.findings.extend(memory_findings(s, s.memory_check))
         return self.findings
+
+
+def _carries_credential(override: str) -> bool:
+    text = str(override)
+    key = text.split("=", 1)[0]
+    return looks_like_secret_value(text) or (
+        "=" in text and looks_like_secret_name(key) and not text.split("=", 1)[1].startswith("$")
+        and text.split("=", 1)[1].strip().lower() not in ("", "null", "none", "~"))
 
 
 def _divisors_text(heads: int, kv: int, *, replicate_kv: bool) -> str:
@@ -632,14 +655,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from components.config import ConfigError, load_stack_config
+    from jobs.config_file import ConfigFileError, read_stack_file
     from jobs.spec import spec_from_config
-    from tools.preview import PreviewInputError, read_config_file
 
     path = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
     try:
-        raw, secret_keys = read_config_file(path)
+        raw, secret_keys = read_stack_file(path)
         config = load_stack_config(raw, secret_keys, args.stack)
-    except PreviewInputError as err:
+    except ConfigFileError as err:
         print(f"preflight: {err}", file=sys.stderr)
         return EXIT_FAILED
     except ConfigError as err:

@@ -35,7 +35,7 @@ Exit codes (``DriverExit``; the Ray job FAILS with this driver exit code):
   11  RESTARTS_EXHAUSTED: lost workers max_restarts times
   12  DEADLINE: the time budget is spent; the trainer was stopped
   13  PREPARE_FAILED: data or model staging failed
-  14  HEALTH_GATE_FAILED: the fabric/storage gate did not pass
+  6   HEALTH_GATE_FAILED: the fabric/storage gate did not pass (jobs.health.EXIT_GATE_FAILED)
   15  TRAINER_NOT_FOUND: the trainer command (or its working directory) does not exist
   16  NOT_WRITABLE: the checkpoint or run directory cannot be written
   143 TERMINATED: the driver got SIGTERM (`ray job stop`, the RayJob deleted); trainer stopped
@@ -89,7 +89,7 @@ class DriverExit(enum.IntEnum):
     RESTARTS_EXHAUSTED = 11
     DEADLINE = 12
     PREPARE_FAILED = 13
-    HEALTH_GATE_FAILED = 14
+    HEALTH_GATE_FAILED = 6       # = jobs.health.EXIT_GATE_FAILED
     TRAINER_NOT_FOUND = 15
     NOT_WRITABLE = 16
     TERMINATED = 143
@@ -482,8 +482,13 @@ class Driver:
                             f"available within {timeout:.0f}s")
         if plan.health is not None:
             self.records.event("health_start", self.start)
-            gate = self.hooks.fabric_gate(plan.health, plan.gpus // max(plan.gpus_per_node, 1),
-                                          plan.gpus_per_node, self.run_dir)
+            try:
+                gate = self.hooks.fabric_gate(plan.health, plan.gpus // max(plan.gpus_per_node, 1),
+                                              plan.gpus_per_node, self.run_dir)
+            except Exception as exc:  # noqa: BLE001 - a gate that cannot run fails the gate
+                self.records.event("health_end", self.start, passed=False)
+                return self.end(DriverExit.HEALTH_GATE_FAILED,
+                                f"health gate could not run: {type(exc).__name__}: {exc}")
             self.records.event("health_end", self.start, passed=bool(gate.passed))
             if not gate.passed:
                 return self.end(DriverExit.HEALTH_GATE_FAILED, f"health gate: {gate.message}")

@@ -24,8 +24,10 @@ Exit codes of the jobs CLI, in one place (``ExitCode``):
      an attempt or submission id that does not exist
   3  GPU_WAIT_TIMEOUT: the attempt failed in its first step, jobs.wait_for_gpus (the GPU
      nodes did not join in time: Spot/flex-start capacity not granted yet)
-  4  DASHBOARD_UNREACHABLE: the Ray dashboard did not answer after bounded retries, the
-     port-forward to it could not be opened, or it answered with a server error
+  4  DASHBOARD_UNREACHABLE: the Ray dashboard did not answer after bounded retries (each call
+     abandoned after RetryPolicy.call_timeout, all of them within RetryPolicy.budget), the
+     port-forward to it could not be opened, it answered with a server error, or a submission
+     failed and the dashboard has no such job
   5  JOB_STOPPED: the attempt was STOPPED (by `python -m jobs stop` or the RayJob's deletion;
      a spent budget is a FAILED attempt: the run driver exits 12, jobs/run.py)
   130 interrupted (Ctrl-C): following stops, the attempt keeps running on the cluster
@@ -47,6 +49,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, TextIO
 
+from jobs.credentials import looks_like_secret_name, redact, secret_value_kind
 from jobs.logs import ProgressTracker
 from jobs.plan import RUN_COMMAND
 from jobs.spec import GrpoSpec
@@ -81,6 +84,15 @@ class SecretInJobError(RunError):
     exit_code = ExitCode.USAGE
 
 
+class SubmitFailed(RunError):
+    """The dashboard refused the submission and has no such job: nothing was submitted."""
+    exit_code = ExitCode.DASHBOARD_UNREACHABLE
+
+
+class SubmitUncertain(DashboardUnreachable):
+    """The submission failed and whether the job exists could not be checked."""
+
+
 # ---- the entrypoint ---------------------------------------------------------------------------
 
 def run_entrypoint() -> str:
@@ -102,22 +114,9 @@ def submission_metadata(spec: GrpoSpec, attempt: int) -> dict[str, str]:
 
 # ---- secrets ----------------------------------------------------------------------------------
 
-# Env var names made of these words are credentials (TOKENIZERS_PARALLELISM is not: whole words).
-_SECRET_WORDS = {"TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL",
-                 "CREDENTIALS", "APIKEY", "KEY", "PRIVATE"}
-_SECRET_VALUE = [
-    (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), "a Hugging Face token (hf_...)"),
-    (re.compile(r"\b(?:sk|ghp|gho|github_pat|xox[abp])[-_][A-Za-z0-9_-]{20,}"), "an API token"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
-    (re.compile(r"(?i)(?:^|[\s.\-_/])(?:hf_?token|hugging_?face_?hub_?token|wandb_?api_?key|"
-                r"api_?key|access_?token|auth_?token|password|secret)\s*[=:]\s*\S"),
-     "a credential assignment"),
-]
-
-
 def secret_like_env_name(name: str) -> bool:
-    words = set(re.split(r"[^A-Za-z0-9]+", name.upper()))
-    return bool(words & _SECRET_WORDS) or name.upper().endswith(("_APIKEY", "APIKEY"))
+    """The project's credential rule for names (jobs/credentials.py)."""
+    return looks_like_secret_name(name)
 
 
 def check_no_secrets(entrypoint: str, runtime_env: Optional[Mapping[str, Any]],
@@ -127,18 +126,20 @@ def check_no_secrets(entrypoint: str, runtime_env: Optional[Mapping[str, Any]],
     problems: list[str] = []
     env_vars = dict((runtime_env or {}).get("env_vars") or {})
     for name, value in env_vars.items():
-        if secret_like_env_name(str(name)):
-            problems.append(f"runtime_env.env_vars.{name}: the name looks like a credential")
-        problems += [f"runtime_env.env_vars.{name}: the value looks like {what}"
-                     for pattern, what in _SECRET_VALUE[:3] if pattern.search(str(value))]
+        if looks_like_secret_name(str(name)):
+            problems.append(f"runtime_env.env_vars.{redact(name)}: the name looks like a credential")
+        kind = secret_value_kind(value)
+        if kind:
+            problems.append(f"runtime_env.env_vars.{redact(name)}: the value looks like {kind}")
     texts = {"entrypoint": entrypoint}
     texts.update({f"metadata.{k}": str(v) for k, v in (metadata or {}).items()})
     for key, value in (runtime_env or {}).items():
         if key != "env_vars":
             texts[f"runtime_env.{key}"] = repr(value)
     for where, text in texts.items():
-        problems += [f"{where}: contains what looks like {what}"
-                     for pattern, what in _SECRET_VALUE if pattern.search(text)]
+        kind = secret_value_kind(text)
+        if kind:
+            problems.append(f"{redact(where)}: contains what looks like {kind}")
     if problems:
         raise SecretInJobError(
             "refusing to submit: secrets must not go through the Ray Job Submission API (the "
@@ -197,13 +198,49 @@ def fmt_duration(seconds: Optional[float]) -> str:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded exponential backoff for an unreachable dashboard: `tries` calls, sleeping
-    base, 2*base, 4*base ... (each at most `cap`) between them."""
+    base, 2*base, 4*base ... (each at most `cap`) between them. Every call is abandoned after
+    `call_timeout` seconds (a dashboard that accepts connections and never answers), and no retry
+    starts that could end after `budget` seconds: one dashboard operation never takes longer."""
     tries: int = 5
     base: float = 0.5
     cap: float = 8.0
+    call_timeout: float = 10.0
+    budget: float = 30.0
 
     def delays(self):
         return [min(self.cap, self.base * 2 ** i) for i in range(self.tries - 1)]
+
+
+class DashboardTimeout(TimeoutError):
+    """A dashboard call that got no answer within the call timeout."""
+
+
+def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Any:
+    """fn() in a daemon thread, abandoned after `timeout` seconds (DashboardTimeout).
+
+    The Job Submission SDK calls `requests` without a timeout (ray/dashboard/modules/
+    dashboard_sdk.py, Ray 2.54.0: `requests.request(...)` in `_do_request`), so a dashboard (or a
+    port-forward) that accepts the connection and never answers would block forever. A thread
+    that never returns is left behind as a daemon: it cannot keep the CLI alive."""
+    import threading
+
+    result: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            result["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="dashboard-call", daemon=True).start()
+    if not done.wait(timeout):
+        raise DashboardTimeout(f"no answer within {timeout:g}s")
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
 
 
 def _is_unreachable(exc: BaseException) -> bool:
@@ -243,26 +280,32 @@ class Runs:
         self._client = None
 
     # -- plumbing ----------------------------------------------------------------------------
-    def _unreachable(self, exc: BaseException, tries: int) -> DashboardUnreachable:
-        waited = sum(self.retry.delays()[: tries - 1])
+    def _unreachable(self, exc: BaseException, tries: int,
+                     waited: Optional[float] = None) -> DashboardUnreachable:
+        if waited is None:
+            waited = sum(self.retry.delays()[: tries - 1])
         return DashboardUnreachable(
-            f"the Ray dashboard at {self.address} did not answer after {tries} tries over "
-            f"{waited:.1f}s ({type(exc).__name__}: {exc}).\n"
+            f"the Ray dashboard at {self.address} did not answer after {tries} "
+            f"{'try' if tries == 1 else 'tries'} over {waited:.1f}s ({type(exc).__name__}: "
+            f"{redact(exc)}).\n"
             "  Is the RayCluster up (`kubectl get raycluster,pods -n <namespace>`), is the "
             "head pod Running, and is the port-forward alive? With --stack the CLI opens the "
             "port-forward itself; with --address you keep it open.")
 
     def _with_retries(self, what: str, fn: Callable[[], Any]) -> Any:
         delays = self.retry.delays()
+        started = time.monotonic()
         for attempt in range(1, self.retry.tries + 1):
             try:
-                return fn()
+                return call_with_timeout(fn, self.retry.call_timeout)
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not _is_unreachable(exc):
                     raise
                 if attempt == self.retry.tries:
                     raise self._unreachable(exc, attempt) from exc
                 delay = delays[attempt - 1]
+                if time.monotonic() - started + delay + self.retry.call_timeout > self.retry.budget:
+                    raise self._unreachable(exc, attempt, time.monotonic() - started) from exc
                 print(f"[jobs] {what}: dashboard at {self.address} not answering "
                       f"({type(exc).__name__}); retry {attempt}/{self.retry.tries - 1} in {delay:.1f}s",
                       file=self.err, flush=True)
@@ -361,15 +404,46 @@ class Runs:
 
         submission_id = spec.submission_id(number)
         metadata = submission_metadata(spec, number)
+        client = self.client
         try:
-            self._call("submit", "submit_job", entrypoint=entrypoint, submission_id=submission_id,
-                       runtime_env=runtime_env or None, metadata=metadata)
-        except RuntimeError as exc:
-            if "already exists" not in str(exc):
+            # Once, never retried blindly: a submission that failed may still have created the
+            # job (a 5xx after the job was stored, a timeout); _after_failed_submit finds out.
+            call_with_timeout(lambda: client.submit_job(
+                entrypoint=entrypoint, submission_id=submission_id,
+                runtime_env=runtime_env or None, metadata=metadata), self.retry.call_timeout)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if isinstance(exc, RuntimeError) and "already exists" in str(exc):
+                # Someone (another CLI, the RayJob's submitter) submitted this attempt first.
+                return SubmitResult("attached", self.attempt_info(submission_id, number))
+            if not (isinstance(exc, RuntimeError) or _is_unreachable(exc)):
                 raise
-            # Someone (another CLI, the RayJob's submitter) submitted this attempt first.
-            return SubmitResult("attached", self.attempt_info(submission_id, number))
+            return self._after_failed_submit(submission_id, number, exc)
         return SubmitResult("submitted", self.attempt_info(submission_id, number))
+
+    def _after_failed_submit(self, submission_id: str, number: int,
+                             exc: BaseException) -> SubmitResult:
+        """The submission answered with an error or not at all: ask the dashboard whether the
+        attempt exists before saying anything, and report what really happened."""
+        what = f"{type(exc).__name__}: {redact(str(exc))[:300]}"
+        try:
+            info = self.attempt_info(submission_id, number)
+        except DashboardUnreachable:
+            raise SubmitUncertain(
+                f"submitting {submission_id} failed ({what}) and the dashboard at {self.address} "
+                "then stopped answering: the attempt may or may not have been created. Check "
+                "with `python -m jobs list` before submitting again (a second submit attaches "
+                "to it if it exists).") from None
+        except RuntimeError as check:
+            if "404" in str(check) or "does not exist" in str(check):
+                raise SubmitFailed(
+                    f"submitting {submission_id} failed ({what}); the dashboard has no such job: "
+                    "nothing was submitted. Fix the cause (the head's disk, its logs: kubectl "
+                    "logs <head pod>) and submit again.") from None
+            raise
+        print(f"[jobs] the dashboard answered the submission of {submission_id} with an error "
+              f"({what}), but the attempt exists ({info.status}): it was submitted",
+              file=self.err, flush=True)
+        return SubmitResult("submitted", info)
 
     def stop(self, spec_or_run: GrpoSpec | str) -> Optional[Attempt]:
         """Stop the latest live attempt; None when no attempt is live."""
@@ -409,19 +483,30 @@ class Runs:
         printed = 0           # characters already shown: a reconnect replays the log from its start
         stop = asyncio.Event()
 
+        main = asyncio.current_task()
+        lost: list[DashboardUnreachable] = []
+        # The status probe doubles as the liveness check of a quiet log stream: a dashboard
+        # that stops answering ends the follow (exit 4) within a probe interval + the budget.
+        probe_every = min(status_every, self.retry.budget)
+
         async def ticker():
+            last_print = time.monotonic()
             while not stop.is_set():
                 try:
-                    await asyncio.wait_for(stop.wait(), timeout=status_every)
+                    await asyncio.wait_for(stop.wait(), timeout=probe_every)
                     return
                 except asyncio.TimeoutError:
                     pass
                 try:
                     status = await asyncio.to_thread(self.status, submission_id)
-                except DashboardUnreachable:
-                    status = "UNKNOWN (dashboard not answering)"
-                print(self.status_line(submission_id, status, started, tracker),
-                      file=self.err, flush=True)
+                except DashboardUnreachable as exc:
+                    lost.append(exc)
+                    main.cancel()
+                    return
+                if time.monotonic() - last_print >= status_every - 1e-3:
+                    last_print = time.monotonic()
+                    print(self.status_line(submission_id, status, started, tracker),
+                          file=self.err, flush=True)
 
         tick = asyncio.create_task(ticker())
         delays = self.retry.delays()
@@ -452,6 +537,10 @@ class Runs:
                     print(f"[jobs] log stream of {submission_id} interrupted ({type(exc).__name__}); "
                           f"reconnecting in {delay:.1f}s", file=self.err, flush=True)
                     await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            if lost:
+                raise lost[0] from None
+            raise
         finally:
             stop.set()
             await tick

@@ -13,9 +13,10 @@ Sequence interfaces. A thin adapter (`sdk_validate`) turns a check into the call
 `ResourceValidationPolicy`; every policy is MANDATORY.
 
 This module runs in the policy pack's own virtualenv (policy/venv: pulumi, pulumi-policy),
-which has none of the program's dependencies: it imports nothing from the program. The one
-piece of logic shared with it, the floating-tag test, is a copy of its twin in
-components/versions.py (`_FLOATING_TAGS`, `image_reference_problem`); keep the two in step.
+which has none of the program's dependencies: it imports nothing from the program. The
+credential rule is the program's jobs/credentials.py (standard library only), loaded by path so
+that there is one rule. The floating-tag test is a copy of its twin in components/versions.py
+(`_FLOATING_TAGS`, `image_reference_problem`); keep the two in step.
 
 The rules:
  1. gpu-provisioning-model: GPU capacity names exactly one provisioning model (a specific
@@ -443,50 +444,38 @@ def check_prod_data_stores_protected(resource_type: str, props: Mapping, urn: st
 # 6. No plain-text secrets
 # ------------------------------------------------------------------------------------------
 
-_CREDENTIAL_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE",
-                               "APIKEY", "CREDENTIAL", "CREDENTIALS", "PRIVATEKEY"})
-_KEY_QUALIFIERS = frozenset({"API", "ACCESS", "PRIVATE", "SECRET", "SIGNING", "ENCRYPTION",
-                             "SSH", "AUTH"})
-# Names that say where a credential is, not what it is.
-_LOCATION_WORDS = frozenset({"PATH", "FILE", "FILENAME", "DIR", "DIRECTORY", "HOME"})
-_NOT_CREDENTIALS = frozenset({"GOOGLE_APPLICATION_CREDENTIALS"})
+# The credential rule is the program's own, jobs/credentials.py, loaded by path: this pack runs
+# in its own virtualenv and imports nothing of the program, but names and values must be judged
+# exactly as the preview, preflight and the jobs CLI judge them (one rule, one module).
+_CREDENTIALS_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                 "jobs", "credentials.py")
 
-# Values that are credentials whatever they are called. Messages name the kind, never the value.
-_TOKEN_PATTERNS = (
-    ("a Hugging Face token (hf_...)", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("an API key (sk-...)", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}")),
-    ("a GitHub token (ghp_...)",
-     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
-    ("a Google API key (AIza...)", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-)
+
+def _load_credentials():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gke_grpo_credentials", _CREDENTIALS_FILE)
+    if spec is None or spec.loader is None or not os.path.isfile(_CREDENTIALS_FILE):
+        raise ImportError(f"the credential rule {_CREDENTIALS_FILE} is missing: the policy pack "
+                          "runs from a checkout of the gke-grpo repository")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+credentials = _load_credentials()
 # NAME=value in a shell command line (a RayJob entrypoint).
 _ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 
 
 def credential_name(name: str) -> bool:
-    """Whether an env var name says it holds a credential (HF_TOKEN, WANDB_API_KEY,
-    DB_PASSWORD, ...) but not TOKENIZERS_PARALLELISM, MAX_TOKENS or HF_TOKEN_PATH."""
-    if name.upper() in _NOT_CREDENTIALS:
-        return False
-    words = [w.upper() for w in re.split(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])", name) if w]
-    if not words or words[-1] in _LOCATION_WORDS:
-        return False
-    for i, word in enumerate(words):
-        if word in _CREDENTIAL_WORDS:
-            return True
-        if word == "KEY" and i > 0 and words[i - 1] in _KEY_QUALIFIERS:
-            return True
-    return False
+    """Whether an env var name says it holds a credential (jobs/credentials.py)."""
+    return credentials.looks_like_secret_name(name)
 
 
 def secret_looking(value: str) -> Optional[str]:
-    """What kind of credential a string contains, or None."""
-    for kind, pattern in _TOKEN_PATTERNS:
-        if pattern.search(value):
-            return kind
-    return None
+    """What kind of credential a string contains, or None (jobs/credentials.py)."""
+    return credentials.secret_value_kind(value)
 
 
 def _env_problems(what: str, label: str, env: Any) -> list[str]:

@@ -16,6 +16,7 @@ import copy
 import contextvars
 import json
 import logging
+import os
 import re
 import runpy
 import sys
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
+from jobs.config_file import SECRET_PLACEHOLDER
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gke-grpo"
@@ -33,8 +34,7 @@ _SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 _RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
 _SIG_KEY = "4dabf18193072939515e22adb298388d"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
-# What the preview puts in place of a `secure:` value it cannot decrypt.
-SECRET_PLACEHOLDER = "offline-preview-placeholder"
+# SECRET_PLACEHOLDER (jobs/config_file.py) stands in for a `secure:` value it cannot decrypt.
 
 EXIT_OK, EXIT_ERROR, EXIT_INVALID_CONFIG = 0, 1, 2
 
@@ -191,37 +191,15 @@ def manifest_from_registration(type_token: str, inputs: dict[str, Any]) -> dict[
 
 
 def read_config_file(path: Path) -> tuple[dict[str, str], set[str]]:
-    """A Pulumi.<stack>.yaml -> (config map as the engine hands it to the program, secret keys).
+    """A Pulumi.<stack>.yaml -> (config map as the engine hands it to the program, secret keys),
+    read by the one stack-file reader (jobs/config_file.py: size cap, UTF-8, no aliases, bounded
+    depth, no duplicate keys) that preflight and the jobs CLI use too."""
+    from jobs.config_file import ConfigFileError, read_stack_file
 
-    Objects and lists become JSON strings and scalars strings, as the language host passes
-    them; `secure:` values become a placeholder marked secret.
-    """
     try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise PreviewInputError(f"cannot read {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise PreviewInputError(f"{path} is not valid YAML: {err}") from None
-    if not isinstance(document, dict) or not isinstance(document.get("config", {}), dict):
-        raise PreviewInputError(f"{path}: expected a mapping with a `config:` mapping")
-    raw: dict[str, str] = {}
-    secret_keys: set[str] = set()
-    for key, value in (document.get("config") or {}).items():
-        key = str(key)
-        if ":" not in key:
-            key = f"{PROJECT}:{key}"
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            raw[key] = SECRET_PLACEHOLDER
-            secret_keys.add(key)
-        elif isinstance(value, (dict, list)):
-            raw[key] = json.dumps(value)
-        elif isinstance(value, bool):
-            raw[key] = "true" if value else "false"
-        elif value is None:
-            raw[key] = ""
-        else:
-            raw[key] = str(value)
-    return raw, secret_keys
+        return read_stack_file(path)
+    except ConfigFileError as err:
+        raise PreviewInputError(str(err)) from None
 
 
 # ------------------------------------------------------------------------------------------
@@ -348,6 +326,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except PreviewInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
+    except Exception as err:  # noqa: BLE001 - a bug: one line, nothing secret (GKE_GRPO_DEBUG=1: traceback)
+        if os.environ.get("GKE_GRPO_DEBUG") == "1":
+            raise
+        from jobs.credentials import redact
+        print(f"error: internal error ({type(err).__name__}: {redact(err)[:300]}); this is a bug "
+              "of the program: rerun with GKE_GRPO_DEBUG=1 for the traceback", file=sys.stderr)
+        return EXIT_ERROR
     if result.problems:
         print(f"error: {result.error}", file=sys.stderr)
         return EXIT_INVALID_CONFIG

@@ -65,9 +65,12 @@ def test_plan_prepares_waits_for_gpus_then_trains(stack_preview):
     assert plan.run_dir == f"/data/runs/{plan.run_id}"
     assert plan.prepare.argv[:3] == ("python3", "-m", "jobs.prepare")
     assert (plan.gpus, plan.gpu_wait_seconds, plan.deadline_seconds, plan.max_restarts) == (gpus, 1800, 604800, 20)
+    # the health gate's settings (components/health_gate.py), handed to jobs.health.fabric_gate
+    from jobs.health import HealthPlan
+    assert HealthPlan.from_dict(plan.health).mode in ("enforce", "warn", "off")
     if stack_preview.stack == "dev":
         # verl forgets its older checkpoints on restart: the driver prunes before each start
-        assert plan.prune_checkpoints_keep == 2 and plan.health is None
+        assert plan.prune_checkpoints_keep == 2
         assert plan.trainer.argv[:3] == ("python3", "-m", "verl.trainer.main_ppo")
         assert "algorithm.adv_estimator=grpo" in plan.trainer.argv and plan.trainer.cwd is None
     else:

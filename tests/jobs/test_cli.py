@@ -65,7 +65,7 @@ def test_exit_codes_are_one_table():
 # ---- secrets ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["HF_TOKEN", "WANDB_API_KEY", "HUGGING_FACE_HUB_TOKEN", "AWS_SECRET_ACCESS_KEY",
-                                  "DB_PASSWORD", "GOOGLE_APPLICATION_CREDENTIALS", "OPENAI_APIKEY", "my-token"])
+                                  "DB_PASSWORD", "DB_PASSPHRASE", "OPENAI_APIKEY", "my-token"])
 def test_secret_like_env_names_are_refused(name):
     with pytest.raises(SecretInJobError, match=name):
         check_no_secrets("python3 train.py", {"env_vars": {name: "x"}})

@@ -48,6 +48,8 @@ class FakeHooks:
 
     def fabric_gate(self, plan_health, nodes, gpus_per_node, run_dir):
         self.gates.append((plan_health, nodes, gpus_per_node, run_dir))
+        if plan_health.get("raise"):
+            raise RuntimeError("cannot connect to Ray")
         return type("Gate", (), {"passed": plan_health.get("pass", True), "exit_code": 7,
                                  "message": "fabric check failed on node x"})()
 
@@ -259,6 +261,9 @@ def test_hooks_are_called_only_when_the_plan_says_so(tmp_path):
     assert {"health_start", "health_end", "checkpoint_prune"} <= {e["event"] for e in events}
     code, out, _, _ = drive(make_plan(tmp_path / "c", "ok", health={"pass": False}))
     assert code == DriverExit.HEALTH_GATE_FAILED and "fabric check failed" in out
+    code, out, _, _ = drive(make_plan(tmp_path / "d", "ok", health={"raise": True}))
+    assert code == DriverExit.HEALTH_GATE_FAILED == 6
+    assert "health gate could not run: RuntimeError: cannot connect to Ray" in out.splitlines()[-1]
 
 
 def test_attempt_comes_from_the_submission_id(tmp_path):
