@@ -512,6 +512,9 @@ AREAS: dict[str, type[_Area]] = {
 }
 REQUIRED_AREAS = ("cluster", "gpu", "storage", "kuberay", "job")
 SECRET_KEYS = {"hfToken": True, "wandbApiKey": False}  # key -> required
+# The required secrets the offline readers (preview, preflight, jobs CLI) stand in for when a
+# stack file does not set them (jobs/config_file.py read_stack_file).
+OFFLINE_SECRET_KEYS = tuple(f"{PROJECT}:{name}" for name, required in SECRET_KEYS.items() if required)
 SCALAR_KEYS = {"environment"}
 # Keys of other namespaces this program reads; `gcp:*` provider settings beyond these are
 # the provider's business and pass through untouched.

@@ -75,13 +75,13 @@ def default_entrypoint(spec: GrpoSpec, args: argparse.Namespace) -> tuple[str, d
 
 def load_stack(stack: str, config_file: Optional[str]):
     """(StackConfig, GrpoSpec) of a stack; UsageError listing every config problem."""
-    from components.config import ConfigError, load_stack_config
+    from components.config import OFFLINE_SECRET_KEYS, ConfigError, load_stack_config
     from jobs.config_file import ConfigFileError, read_stack_file
     from jobs.spec import spec_from_config
 
     path = Path(config_file) if config_file else ROOT / f"Pulumi.{stack}.yaml"
     try:
-        raw, secret_keys = read_stack_file(path)
+        raw, secret_keys = read_stack_file(path, OFFLINE_SECRET_KEYS)
         config = load_stack_config(raw, secret_keys, stack)
     except ConfigFileError as exc:
         raise UsageError(str(exc)) from None

@@ -24,6 +24,7 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -191,11 +192,15 @@ def read_stack_document(path: Path | str) -> dict[str, Any]:
     return document
 
 
-def read_stack_file(path: Path | str) -> tuple[dict[str, str], set[str]]:
+def read_stack_file(path: Path | str, offline_secrets: Iterable[str] = ()) -> tuple[dict[str, str], set[str]]:
     """A Pulumi.<stack>.yaml -> (config map as the engine hands it to the program, secret keys).
 
     Objects and lists become JSON strings and scalars strings, as the language host passes
-    them; `secure:` values become a placeholder marked secret.
+    them; `secure:` values become a placeholder marked secret. Each full key of
+    `offline_secrets` the file does not set gets the same placeholder: the committed stack
+    files carry no ciphertext (a fake one would stop a real `pulumi preview` that cannot
+    decrypt it), so the offline readers stand in for the secret `pulumi config set --secret`
+    adds on a real stack.
     """
     document = read_stack_document(path)
     raw: dict[str, str] = {}
@@ -219,4 +224,8 @@ def read_stack_file(path: Path | str) -> tuple[dict[str, str], set[str]]:
             raw[key] = ""
         else:
             raw[key] = str(value)
+    for key in offline_secrets:
+        if key not in raw:
+            raw[key] = SECRET_PLACEHOLDER
+            secret_keys.add(key)
     return raw, secret_keys

@@ -654,13 +654,13 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from components.config import ConfigError, load_stack_config
+    from components.config import OFFLINE_SECRET_KEYS, ConfigError, load_stack_config
     from jobs.config_file import ConfigFileError, read_stack_file
     from jobs.spec import spec_from_config
 
     path = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
     try:
-        raw, secret_keys = read_stack_file(path)
+        raw, secret_keys = read_stack_file(path, OFFLINE_SECRET_KEYS)
         config = load_stack_config(raw, secret_keys, args.stack)
     except ConfigFileError as err:
         print(f"preflight: {err}", file=sys.stderr)

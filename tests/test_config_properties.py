@@ -24,7 +24,7 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from components.config import ConfigError, load_stack_config
+from components.config import OFFLINE_SECRET_KEYS, ConfigError, load_stack_config
 from jobs.config_file import ConfigFileError, load_yaml_text, read_stack_file
 from jobs.preflight import check
 from jobs.spec import spec_from_config
@@ -122,6 +122,9 @@ def as_engine_config(config: dict) -> tuple[dict, set]:
             raw[key] = "true" if value else "false"
         else:
             raw[key] = "" if value is None else str(value)
+    for key in OFFLINE_SECRET_KEYS:   # as the offline readers do for an unset required secret
+        if key not in raw:
+            raw[key], _ = "offline-preview-placeholder", secrets.add(key)
     return raw, secrets
 
 
@@ -213,7 +216,7 @@ def test_mutated_files_keep_the_contract(tmp_path_factory, data):
     path = tmp_path_factory.getbasetemp() / "Pulumi.mutated.yaml"
     path.write_bytes(data)
     try:
-        raw, secrets = read_stack_file(path)
+        raw, secrets = read_stack_file(path, OFFLINE_SECRET_KEYS)
     except ConfigFileError as err:
         text = str(err)
         assert "\n" not in text and str(path) in text and len(text) < 600, text

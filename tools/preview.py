@@ -194,10 +194,11 @@ def read_config_file(path: Path) -> tuple[dict[str, str], set[str]]:
     """A Pulumi.<stack>.yaml -> (config map as the engine hands it to the program, secret keys),
     read by the one stack-file reader (jobs/config_file.py: size cap, UTF-8, no aliases, bounded
     depth, no duplicate keys) that preflight and the jobs CLI use too."""
+    from components.config import OFFLINE_SECRET_KEYS
     from jobs.config_file import ConfigFileError, read_stack_file
 
     try:
-        return read_stack_file(path)
+        return read_stack_file(path, OFFLINE_SECRET_KEYS)
     except ConfigFileError as err:
         raise PreviewInputError(str(err)) from None
 

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from jobs import cli, preflight
-from jobs.config_file import MAX_DEPTH, ConfigFileError, load_yaml_text, read_stack_file
+from jobs.config_file import MAX_DEPTH, SECRET_PLACEHOLDER, ConfigFileError, load_yaml_text, read_stack_file
 from tests.conftest import ROOT
 from tools.hostile_files import CASES, PLANTED_TOKEN, make
 
@@ -78,7 +78,10 @@ def test_the_jobs_cli_refuses_with_exit_2(case, hostile):
 def test_committed_stack_files_read_as_before():
     for stack in ("dev", "prod"):
         raw, secret_keys = read_stack_file(ROOT / f"Pulumi.{stack}.yaml")
-        assert secret_keys == {"gke-grpo:hfToken"} and raw["gke-grpo:environment"] == stack
+        # No ciphertext is committed: the secret comes from `pulumi config set --secret`.
+        assert secret_keys == set() and raw["gke-grpo:environment"] == stack
+        raw, secret_keys = read_stack_file(ROOT / f"Pulumi.{stack}.yaml", ["gke-grpo:hfToken"])
+        assert secret_keys == {"gke-grpo:hfToken"} and raw["gke-grpo:hfToken"] == SECRET_PLACEHOLDER
 
 
 def test_unquoted_timestamps_stay_text():
