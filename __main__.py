@@ -9,7 +9,7 @@ import pulumi
 from components.config import load_stack_config, read_pulumi_config
 from components.cost import estimate_cost
 from components.cluster import GkeCluster
-from components.grpo_job import GrpoJob, head_code_files, require_preflight
+from components.grpo_job import GrpoJob, head_code_files, require_preflight, run_plan
 from components.gpu_capacity import GpuCapacity
 from components.kuberay import KubeRay
 from components.networks import GpuNetworks
@@ -37,8 +37,10 @@ storage = SharedStorage("storage", config, cluster_network=networks.cluster_netw
 secrets = pulumi.Config("gke-grpo")
 kuberay = KubeRay("kuberay", config, networks=networks, cluster=cluster, capacity=capacity,
                   storage=storage, hf_token=secrets.require_secret("hfToken"),
-                  wandb_api_key=secrets.get_secret("wandbApiKey"), head_code=head_code_files())
-job = GrpoJob("job", config, spec, kuberay)
+                  wandb_api_key=secrets.get_secret("wandbApiKey"),
+                  head_code=head_code_files(run_plan(spec, config)))
+# The submitter runs where the head runs: non-Spot CPU nodes.
+job = GrpoJob("job", config, spec, kuberay, submitter_node_selector=cluster.head_node_selector)
 
 pulumi.export("clusterNetwork", networks.cluster_network.name)
 pulumi.export("gvnicNetwork", networks.gvnic_network.name)
@@ -67,4 +69,5 @@ pulumi.export("rayTokenAuthentication", kuberay.token_auth_message)
 pulumi.export("runId", spec.run_id)
 pulumi.export("runCheckpointDir", spec.checkpoint_dir)
 pulumi.export("submissionId", job.submission_id)
+pulumi.export("runUpdatePolicy", job.update_policy)
 pulumi.export("costEstimate", estimate_cost(config))

@@ -472,6 +472,9 @@ class JobConfig(_Area):
     # How long an attempt waits for all its GPUs before failing (Spot and flex-start capacity
     # can take a while to arrive).
     gpu_wait_seconds: int = Field(1800, ge=60)
+    # How often the run driver restarts the trainer after lost workers (preempted or repaired
+    # nodes, NCCL timeouts, dead actors) before the attempt fails (docs/run-driver.md).
+    max_restarts: int = Field(20, ge=0)
     extra_overrides: tuple[str, ...] = ()
     # Training-side parallelism (jobs/render.py maps each to the framework's key; preflight
     # refuses one a framework does not have).

@@ -1,11 +1,20 @@
 """GrpoJob: the post-deploy training run as a KubeRay RayJob on the stack's RayCluster.
 
-The RayJob is named from a short hash of the run's spec and the attempt number: an unchanged
-spec registers identical inputs (no diff); a changed spec or a bumped `job.attempt` renames it,
-which replaces it, deleting the old RayJob first (its finalizer stops the old Ray job) so two
-runs never compete for the same GPUs. Every attempt of a spec writes to and resumes from the
-run's checkpoint directory. The code the entrypoint runs on the head (GPU wait, data
-preparation) reaches it through a ConfigMap (`head_code_files`), without an image rebuild.
+The RayJob is named from a short hash of the run's spec and the attempt number, and its `jobId`
+is the run id plus the attempt: a changed spec or a bumped `job.attempt` renames it, which
+replaces it, deleting the old RayJob first (its finalizer stops the old Ray job) so two runs
+never compete for the same GPUs. Every attempt of a spec writes to and resumes from the run's
+checkpoint directory.
+
+Its entrypoint is the run driver's one shell-safe command (jobs/plan.py RUN_COMMAND); the run's
+plan (trainer argv, stages, budgets: job.activeDeadlineSeconds, job.gpuWaitSeconds,
+job.maxRestarts) is a file of the head's jobs ConfigMap, not part of the RayJob. A budget change
+updates that file only: the live driver keeps the plan it read, the next attempt reads the new
+one. The RayJob's other fields (runtime env, metadata, submitter pod, cluster selector) are not
+part of the run's identity and are ignored on update (`ignore_changes`, said in the preview):
+a RayJob is never updated in place while its run lives; a new attempt gets them all new.
+The jobs code (driver, GPU wait, data preparation) reaches the head through the same ConfigMap
+(`head_code_files`), without an image rebuild.
 """
 
 from __future__ import annotations
@@ -18,15 +27,27 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.config import NOT_SHOWN, ConfigError, Problem, StackConfig
-from components.kuberay import KubeRay
+from components.kuberay import SUBMITTER_LABELS, KubeRay
 from jobs.spec import GrpoSpec
 
 JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
 # Standard-library (plus ray/pyarrow/huggingface_hub, present in the framework images) modules
 # the entrypoint runs on the Ray head before training starts.
-HEAD_MODULES = ("__init__.py", "layout.py", "spec.py", "wait_for_gpus.py", "prepare.py", "health.py")
+HEAD_MODULES = ("__init__.py", "layout.py", "spec.py", "wait_for_gpus.py", "prepare.py",
+                "plan.py", "run.py", "timeline.py", "checkpoints.py",
+                "health.py")
 HEAD_CODE_ROOT = "/opt/gke-grpo"
 HEAD_CODE_CONFIGMAP = "grpo-jobs-code"
+# The RayJob submitter's pod: labelled for the NetworkPolicy (dashboard port 8265 admitted from
+# pods with this label, INTERFACES.md), small, on the head's non-Spot CPU nodes.
+SUBMITTER_ROLE_LABEL = SUBMITTER_LABELS
+# KubeRay v1.7.0's default submitter container (ray-operator/controllers/ray/common/job.go
+# GetDefaultSubmitterContainer: requests 500m / 200Mi, limits 1 / 1Gi), as one Guaranteed size
+# (Autopilot sets requests = limits anyway).
+SUBMITTER_RESOURCES = {"cpu": "500m", "memory": "1Gi"}
+# The uid of the `ray` user of the rayproject/ray images (docker/base-deps/Dockerfile:
+# ARG RAY_UID=1000), so the submitter runs as non-root.
+RAY_IMAGE_UID = 1000
 
 
 def require_preflight(spec: GrpoSpec) -> None:
@@ -42,27 +63,95 @@ def require_preflight(spec: GrpoSpec) -> None:
         pulumi.log.warn(f"preflight: {finding.key}: {finding.message}")
 
 
-def head_code_files() -> dict[str, str]:
-    return {name: (JOBS_DIR / name).read_text() for name in HEAD_MODULES}
+def head_code_files(plan: str) -> dict[str, str]:
+    """The head's jobs ConfigMap: the jobs modules the driver runs, and the run's plan."""
+    from jobs.plan import PLAN_FILE
+
+    return {**{name: (JOBS_DIR / name).read_text() for name in HEAD_MODULES}, PLAN_FILE: plan}
 
 
 def head_code_mount() -> tuple[list[dict], list[dict], list[dict]]:
-    """Volumes, volume mounts and env that put the jobs package on the head's PYTHONPATH."""
-    volumes = [{"name": "jobs-code", "configMap": {
-        "name": HEAD_CODE_CONFIGMAP, "items": [{"key": name, "path": name} for name in HEAD_MODULES]}}]
-    mounts = [{"name": "jobs-code", "mountPath": f"{HEAD_CODE_ROOT}/jobs", "readOnly": True}]
+    """Volumes, volume mounts and env that put the jobs package on the head's PYTHONPATH and the
+    run plan at jobs.plan.PLAN_PATH. Whole-directory mounts (no subPath): the kubelet refreshes
+    them when the ConfigMap changes, so a new plan reaches the head without a pod restart."""
+    from jobs.plan import PLAN_DIR, PLAN_FILE
+
+    volumes = [
+        {"name": "jobs-code", "configMap": {
+            "name": HEAD_CODE_CONFIGMAP, "items": [{"key": name, "path": name} for name in HEAD_MODULES]}},
+        {"name": "run-plan", "configMap": {
+            "name": HEAD_CODE_CONFIGMAP, "items": [{"key": PLAN_FILE, "path": PLAN_FILE}]}},
+    ]
+    mounts = [{"name": "jobs-code", "mountPath": f"{HEAD_CODE_ROOT}/jobs", "readOnly": True},
+              {"name": "run-plan", "mountPath": PLAN_DIR, "readOnly": True}]
     env = [{"name": "PYTHONPATH", "value": HEAD_CODE_ROOT}]
     return volumes, mounts, env
+
+
+def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
+    """The run plan file (JSON) the driver reads on the head: the rendered trainer, the stages
+    and the budgets of gke-grpo:job."""
+    from components.health_gate import health_plan
+    from jobs.layout import DATA_LAYOUT
+    from jobs.plan import build_plan
+    from jobs.render import render
+
+    job = config.job
+    return build_plan(spec, render(spec), deadline_seconds=job.active_deadline_seconds,
+                      # the fabric/storage gate before every trainer start (issue 17)
+                      health=health_plan(config, DATA_LAYOUT.run_dir(spec.run_id)),
+                      gpu_wait_seconds=job.gpu_wait_seconds,
+                      max_restarts=job.max_restarts,
+                      # verl forgets its older checkpoints on every restart (jobs/checkpoints.py)
+                      prune_checkpoints_keep=spec.checkpoints_to_keep).to_json()
+
+
+def submitter_pod_template(ray_version: str, node_selector: dict[str, str]) -> dict:
+    """The RayJob submitter's pod (K8sJobMode): the `ray` CLI image of the cluster's Ray version
+    (rayproject/ray:<version>, Ray's published images; the same Ray as the head so the job CLI
+    and the dashboard agree), on the head's non-Spot CPU nodes, small and unprivileged. No
+    `command`: KubeRay v1.7.0 fills in its submit script only when the container has none
+    (rayjob_controller.go configureSubmitterContainer)."""
+    resources = dict(SUBMITTER_RESOURCES)
+    template = {
+        "metadata": {"labels": {"app.kubernetes.io/part-of": "gke-grpo", **SUBMITTER_ROLE_LABEL}},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,   # it talks to the Ray dashboard only
+            "nodeSelector": dict(node_selector),
+            "securityContext": {"runAsNonRoot": True, "runAsUser": RAY_IMAGE_UID,
+                                "runAsGroup": RAY_IMAGE_UID, "fsGroup": RAY_IMAGE_UID,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "ray-job-submitter",     # KubeRay's utils.SubmitterContainerName
+                "image": f"rayproject/ray:{ray_version}",
+                # A small image pinned by version tag: re-resolved at each (rare) submitter start.
+                "imagePullPolicy": "Always",
+                "resources": {"requests": resources, "limits": dict(resources)},
+                # The CLI writes only temporary files: give it a writable /tmp and HOME there.
+                "env": [{"name": "HOME", "value": "/tmp"}],
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                "securityContext": {"allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}},
+            }],
+            "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
+        },
+    }
+    if not node_selector:   # Autopilot: no head pool; its default nodes are on-demand, not Spot
+        del template["spec"]["nodeSelector"]
+    return template
 
 
 def rayjob_name(spec: GrpoSpec) -> str:
     return f"grpo-{spec.short_hash}-attempt-{spec.attempt}"
 
 
-def rayjob_spec(spec: GrpoSpec, config: StackConfig, ray_cluster_name: str) -> dict:
+def rayjob_spec(spec: GrpoSpec, ray_cluster_name: str,
+                submitter_node_selector: Optional[dict[str, str]] = None) -> dict:
     """The RayJob spec (ray.io/v1), validated in tests against the KubeRay 1.7.0 CRD."""
     from jobs.render import render
-    from jobs.runs import compose_entrypoint, submission_metadata
+    from jobs.runs import run_entrypoint, submission_metadata
 
     rendered = render(spec)
     return {
@@ -72,21 +161,46 @@ def rayjob_spec(spec: GrpoSpec, config: StackConfig, ray_cluster_name: str) -> d
         # The submitter runs `ray job status <id>` and submits only when that fails: a
         # restarted submitter attaches to the attempt instead of starting it twice.
         "jobId": spec.submission_id(),
-        "entrypoint": compose_entrypoint(spec, rendered.entrypoint,
-                                         gpu_wait_seconds=config.job.gpu_wait_seconds),
+        "entrypoint": run_entrypoint(),
         "runtimeEnvYAML": yaml.safe_dump(rendered.runtime_env, sort_keys=True),
-        "activeDeadlineSeconds": config.job.active_deadline_seconds,
+        # No activeDeadlineSeconds: with clusterSelector KubeRay v1.7.0 marks the RayJob Failed
+        # at the deadline and skips all cleanup (rayjob_controller.go "skipping resource
+        # deletion"), so the run would keep its GPUs. The driver enforces the budget itself.
         # The same metadata the jobs CLI writes: either submitter's attempt reads back alike.
         "metadata": submission_metadata(spec, spec.attempt),
+        "submitterPodTemplate": submitter_pod_template(spec.ray_version, submitter_node_selector or {}),
     }
+
+
+# The fields of the RayJob spec that identify its run: the run id and attempt (`jobId`, also in
+# the RayJob's name). Every other field is ignored on update.
+RAYJOB_IDENTITY_FIELDS = ("jobId",)
+
+
+def rayjob_ignored_fields(spec: dict) -> list[str]:
+    return sorted(f"spec.{key}" for key in spec if key not in RAYJOB_IDENTITY_FIELDS)
+
+
+def update_policy_message(spec: GrpoSpec, config: StackConfig) -> str:
+    job = config.job
+    return (f"RayJob {rayjob_name(spec)} (Ray job {spec.submission_id()}): a change of "
+            "job.activeDeadlineSeconds, job.gpuWaitSeconds or job.maxRestarts (now "
+            f"{job.active_deadline_seconds}s, {job.gpu_wait_seconds}s, {job.max_restarts}) "
+            f"updates the run plan in ConfigMap {HEAD_CODE_CONFIGMAP} only: a live run keeps "
+            "the plan its driver read, the next attempt reads the new one. Changes to the "
+            "RayJob's runtime env, metadata or submitter pod are ignored until the next attempt "
+            "(bump job.attempt); a change to what the run computes renames the RayJob and its "
+            "jobId and replaces it (the old Ray job is stopped first).")
 
 
 class GrpoJob(pulumi.ComponentResource):
     rayjob: Optional[k8s.apiextensions.CustomResource]
+    update_policy: str          # what a config change does to a live run (exported, previewed)
     spec: GrpoSpec
     submission_id: str
 
     def __init__(self, name: str, config: StackConfig, spec: GrpoSpec, kuberay: KubeRay,
+                 submitter_node_selector: Optional[dict[str, str]] = None,
                  opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gke-grpo:components:GrpoJob", name, None, opts)
         from components.health_gate import health_gate_warning
@@ -94,21 +208,28 @@ class GrpoJob(pulumi.ComponentResource):
             pulumi.log.warn(health_gate_warning(config), resource=self)
         self.spec = spec
         self.submission_id = spec.submission_id()
-        self.rayjob = k8s.apiextensions.CustomResource(
-            f"{name}-rayjob",
-            api_version="ray.io/v1",
-            kind="RayJob",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=rayjob_name(spec), namespace=kuberay.namespace,
-                labels={"app.kubernetes.io/part-of": "gke-grpo", "gke-grpo/run": spec.short_hash}),
-            spec=rayjob_spec(spec, config, kuberay.ray_cluster_name),
-            opts=pulumi.ResourceOptions(
-                parent=self, provider=kuberay.provider,
-                depends_on=[kuberay.ray_cluster],
-                # A finished RayJob is never reconciled again: any change is a new RayJob, and
-                # the old one goes first so two attempts never hold the same GPUs.
-                replace_on_changes=["spec"],
-                delete_before_replace=True,
-            ),
-        ) if config.job.enabled else None
+        self.rayjob = None
+        self.update_policy = update_policy_message(spec, config) if config.job.enabled else ""
+        if config.job.enabled:
+            job_spec = rayjob_spec(spec, kuberay.ray_cluster_name, submitter_node_selector)
+            self.rayjob = k8s.apiextensions.CustomResource(
+                f"{name}-rayjob",
+                api_version="ray.io/v1",
+                kind="RayJob",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=rayjob_name(spec), namespace=kuberay.namespace,
+                    labels={"app.kubernetes.io/part-of": "gke-grpo", "gke-grpo/run": spec.short_hash}),
+                spec=job_spec,
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=kuberay.provider,
+                    depends_on=[kuberay.ray_cluster],
+                    # A new run or attempt (jobId, with the name) replaces the RayJob, the old
+                    # one first so two attempts never hold the same GPUs; nothing else of it
+                    # ever stops a live run (module docstring).
+                    replace_on_changes=["spec.jobId"],
+                    ignore_changes=rayjob_ignored_fields(job_spec),
+                    delete_before_replace=True,
+                ),
+            )
+            pulumi.log.info(self.update_policy, resource=self.rayjob)
         self.register_outputs({"submission_id": self.submission_id, "run_id": spec.run_id})

@@ -23,6 +23,8 @@ from components.head_credentials import head_secret_env, hf_token_file_volume
 from components.kuberay_crds import crd_files
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.networks import GpuNetworks
+from components.ray_cluster_updates import (replacement_message, replacement_options,
+                                             upgrade_strategy, worker_setup_script)
 from components.storage import SharedStorage
 from components.versions import ImageRow, load_versions
 
@@ -310,7 +312,11 @@ class KubeRay(pulumi.ComponentResource):
                 self.hf_secret, *([self.wandb_secret] if self.wandb_secret else []),
                 self.network_policy, *code_dependencies,
                 *([capacity.node_pool] if capacity.node_pool is not None else []),
-            ]))
+            ], **replacement_options(config.kuberay.operator, config.helm_chart_version)))
+        replacement = replacement_message(config.kuberay.operator, config.helm_chart_version,
+                                          self.ray_cluster_name)
+        if replacement:
+            pulumi.log.warn(replacement, resource=self.ray_cluster)
 
         self.register_outputs({
             "ray_cluster_name": self.ray_cluster_name,
@@ -521,9 +527,6 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
     gpu_env = [
         *common_env,
         library_path,
-        # After set_nccl_env.sh too (see args): the tuner file of this GPU, never the B200
-        # file on H200 (tutorial defect 3).
-        {"name": "NCCL_TUNER_CONFIG_PATH", "value": shape.nccl_tuner_file},
         {"name": "GLOO_SOCKET_IFNAME", "value": "eth0"},
     ]
     worker_limits = {"cpu": str(worker.cpu), "memory": f"{worker.memory_gib}Gi",
@@ -534,10 +537,10 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
         # No `command`: KubeRay runs `<args> && ulimit ...; ray start ...` in one shell, so the
         # plugin's exports reach Ray (pulumi-and-kuberay.md, "Running a setup script").
         # On a fresh node the installer DaemonSet may still be copying the plugin: wait for it
-        # (bounded, 10 minutes) rather than crash-loop.
-        "args": [f"for attempt in $(seq 60); do [ -f {SET_NCCL_ENV} ] && break; "
-                 f"echo 'waiting for the gIB NCCL plugin ({SET_NCCL_ENV})'; sleep 10; done; "
-                 f"source {SET_NCCL_ENV} && export NCCL_TUNER_CONFIG_PATH={shape.nccl_tuner_file}"],
+        # (bounded, 10 minutes), then fail closed: never `ray start` without RDMA. The tuner
+        # file is the script's, else this GPU's (never the B200 file on H200, tutorial defect 3).
+        "args": [worker_setup_script(SET_NCCL_ENV, shape.nccl_tuner_file,
+                                     multi_node=config.gpu.nodes > 1)],
         "resources": {"requests": with_ephemeral_storage(
             worker_limits, config.kuberay.worker.ephemeral_storage_gib), "limits": worker_limits},
         "env": gpu_env,
@@ -602,4 +605,7 @@ def ray_cluster_spec(config: StackConfig, row: ImageRow, worker: WorkerResources
     }
     if token_auth:
         spec["authOptions"] = {"mode": "token"}
+    strategy = upgrade_strategy(config.kuberay.operator, config.helm_chart_version)
+    if strategy:
+        spec["upgradeStrategy"] = strategy
     return spec

@@ -1,6 +1,6 @@
 """The jobs CLI: submit, attach, tail, stop and report GRPO runs on the stack's Ray cluster.
 
-    python -m jobs submit    --stack dev [--rerun] [--attempt N] [--no-follow] [--wait-timeout S]
+    python -m jobs submit    --stack dev [--rerun] [--attempt N] [--no-follow]
     python -m jobs attach    --stack dev
     python -m jobs logs      --stack dev [--follow] [--attempt N]
     python -m jobs status    --stack dev
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence, TextIO
 
-from jobs.runs import (DEFAULT_GPU_WAIT_SECONDS, Attempt, ExitCode, RetryPolicy, RunError, Runs,
-                       compose_entrypoint, fmt_duration, fmt_time)
+from jobs.runs import (Attempt, ExitCode, RetryPolicy, RunError, Runs, fmt_duration, fmt_time,
+                       run_entrypoint)
 from jobs.credentials import redact
 from jobs.spec import GrpoSpec
 
@@ -57,14 +57,10 @@ class Target:
     run_id: Optional[str]
     config: object = None          # the StackConfig, with --stack
 
-    @property
-    def gpu_wait_seconds(self) -> float:
-        job = getattr(self.config, "job", None)
-        return float(getattr(job, "gpu_wait_seconds", DEFAULT_GPU_WAIT_SECONDS))
-
 
 def default_entrypoint(spec: GrpoSpec, args: argparse.Namespace) -> tuple[str, dict]:
-    """GPU wait + data preparation + the rendered training command (jobs.render)."""
+    """The run driver's one command (the same as the Pulumi RayJob's) and the rendered runtime
+    env; the driver's plan (stages, trainer argv, budgets) is the one deployed to the head."""
     try:
         from jobs.render import render   # lazily: written alongside, heavy imports stay out
     except ModuleNotFoundError as exc:
@@ -72,8 +68,7 @@ def default_entrypoint(spec: GrpoSpec, args: argparse.Namespace) -> tuple[str, d
             raise
         raise UsageError("jobs.render (the training command) is not in this checkout") from None
     rendered = render(spec)
-    return (compose_entrypoint(spec, rendered.entrypoint, args.wait_timeout),
-            dict(rendered.runtime_env or {}))
+    return run_entrypoint(), dict(rendered.runtime_env or {})
 
 
 # ---- targets ------------------------------------------------------------------------------------
@@ -167,8 +162,6 @@ def cmd_submit(runs: Runs, target: Target, args, out, err, build: EntrypointBuil
     spec = target.spec
     if spec is None:
         raise UsageError("submit needs --stack STACK: the run is what its job config describes")
-    if args.wait_timeout is None:
-        args.wait_timeout = target.gpu_wait_seconds
     entrypoint, runtime_env = build(spec, args)
     result = runs.submit(spec, entrypoint, runtime_env, rerun=args.rerun, attempt=args.attempt)
     a = result.attempt
@@ -224,6 +217,8 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
         tracker.feed(log + "\n")
         rows.append(("progress", tracker.describe() + " [console log]"))
     rows += structured
+    from jobs.run import restarts_from_log
+    rows.append(("restarts", describe_restarts(restarts_from_log(log))))
     if attempt.message:
         rows.append(("message", attempt.message))
     if target.spec is not None:
@@ -234,6 +229,16 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
         print(f"{key:<12}{value}", file=out)
     out.flush()
     return runs.exit_code_for(attempt, show_tail=False)
+
+
+def describe_restarts(records: list[dict]) -> str:
+    """`1 (lost_worker, exit 1, last checkpoint step 40)` from the driver's RESTART records."""
+    if not records:
+        return "0"
+    last = records[-1]
+    step = last.get("last_checkpoint_step")
+    return (f"{len(records)} (last: {last.get('reason')}, exit {last.get('exit_code')}, "
+            f"last checkpoint step {step if step is not None else 'none'})")
 
 
 # ---- the run directory (TensorBoard files, timeline): status, plot, report ----------------------
@@ -349,11 +354,13 @@ def cmd_list(runs: Runs, target: Target, args, out, err) -> int:
         print(f"run {run_id}: no attempts on {target.address}", file=out, flush=True)
         return ExitCode.OK
     print(f"run {run_id}", file=out)
-    header = f"{'ATTEMPT':<8}{'SUBMISSION ID':<52}{'STATE':<11}{'STARTED':<22}{'ENDED':<22}DURATION"
+    header = (f"{'ATTEMPT':<8}{'SUBMISSION ID':<52}{'STATE':<11}{'STARTED':<22}{'ENDED':<22}"
+              f"{'DURATION':<10}RESTARTS")
     print(header, file=out)
     for a in attempts:
         print(f"{a.number:<8}{a.submission_id:<52}{a.status:<11}{fmt_time(a.start_time):<22}"
-              f"{fmt_time(a.end_time):<22}{fmt_duration(a.duration())}", file=out)
+              f"{fmt_time(a.end_time):<22}{fmt_duration(a.duration()):<10}"
+              f"{len(runs.restarts(a.submission_id))}", file=out)
     out.flush()
     return ExitCode.OK
 
@@ -528,9 +535,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rerun", action="store_true", help="submit a new attempt even if the run SUCCEEDED")
     p.add_argument("--attempt", type=_positive_int, help="force this attempt number")
     p.add_argument("--no-follow", action="store_true", help="return once submitted")
-    p.add_argument("--wait-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
-                   help="how long the attempt waits for its GPUs (default: the stack's "
-                        f"gke-grpo:job.gpuWaitSeconds, else {DEFAULT_GPU_WAIT_SECONDS})")
     sub.add_parser("attach", parents=[target, follow, which], help="follow the latest (or given) attempt")
     p = sub.add_parser("logs", parents=[target, follow, which], help="print (or --follow) an attempt's logs")
     p.add_argument("--follow", "-f", action="store_true")

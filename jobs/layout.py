@@ -18,6 +18,8 @@ DATASETS_DIR = "datasets"
 # The tutorial's HF_HOME (shared/reference/tutorials.md §4), kept so its commands still apply.
 HF_CACHE_DIR = "huggingface_cache"
 CHECKPOINTS_DIR = "checkpoints"
+# One directory per run: what its driver records (events.jsonl, restarts.jsonl, ...).
+RUNS_DIR = "runs"
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -38,6 +40,7 @@ class DataLayout:
     datasets: str = f"{MOUNT_PATH}/{DATASETS_DIR}"
     hf_home: str = f"{MOUNT_PATH}/{HF_CACHE_DIR}"
     checkpoints: str = f"{MOUNT_PATH}/{CHECKPOINTS_DIR}"
+    runs: str = f"{MOUNT_PATH}/{RUNS_DIR}"
 
     def model_dir(self, model_id: str, revision: Optional[str] = None) -> str:
         """``Qwen/Qwen2.5-32B-Instruct`` -> ``/data/models/Qwen/Qwen2.5-32B-Instruct``; pinned to
@@ -49,6 +52,10 @@ class DataLayout:
 
     def run_checkpoint_dir(self, run: str) -> str:
         return _join_checked(self.checkpoints, run, "run name")
+
+    def run_dir(self, run: str) -> str:
+        """``runs/<run>``: the run driver's records (jobs/run.py), one directory per run."""
+        return _join_checked(self.runs, run, "run name")
 
 
 def revision_dir(directory: str, revision: Optional[str]) -> str:

@@ -84,6 +84,10 @@ class RenderedJob:
     entrypoint: str                        # the training command (shell), nothing else
     overrides: tuple[str, ...]             # raw override strings, in order
     runtime_env: dict[str, Any] = field(default_factory=dict)
+    # The same training command as an argv and its working directory, for the run driver
+    # (jobs/run.py), which starts it as a child process without a shell.
+    argv: tuple[str, ...] = ()
+    cwd: str | None = None
 
 
 def render(spec: GrpoSpec) -> RenderedJob:
@@ -239,8 +243,9 @@ def render_verl(spec: GrpoSpec) -> RenderedJob:
         },
         "env_vars": base_env_vars(),
     }
-    return RenderedJob(entrypoint=shlex.join([*VERL_ENTRY, *overrides]), overrides=overrides,
-                       runtime_env=runtime_env)
+    argv = (*VERL_ENTRY, *overrides)
+    return RenderedJob(entrypoint=shlex.join(argv), overrides=overrides,
+                       runtime_env=runtime_env, argv=argv)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -349,7 +354,7 @@ def render_nemo_rl(spec: GrpoSpec) -> RenderedJob:
     command = ["uv", "run", "python", entry, "--config", NEMO_RL_CONFIG, *overrides]
     entrypoint = f"cd {shlex.quote(workdir)} && {shlex.join(command)}"
     return RenderedJob(entrypoint=entrypoint, overrides=overrides,
-                       runtime_env={"env_vars": nemo_rl_env_vars()})
+                       runtime_env={"env_vars": nemo_rl_env_vars()}, argv=tuple(command), cwd=workdir)
 
 
 def override_key(override: str) -> tuple[str, str]:

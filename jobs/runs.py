@@ -13,8 +13,8 @@ directory (``spec.checkpoint_dir``, derived from the run id, not from the attemp
   FAILED/STOPPED     submits the next attempt (n + 1), which resumes from the checkpoints
 
 A submission that races another (Ray answers HTTP 500 "... already exists") attaches to the
-attempt that won. The entrypoint is one shell command composed by ``compose_entrypoint``
-(GPU wait, data preparation, training); the Pulumi RayJob uses the same function.
+attempt that won. The entrypoint is the run driver's one command (``run_entrypoint``:
+``python3 -m jobs.run --plan /opt/gke-grpo/run/plan.json``); the Pulumi RayJob submits the same.
 
 Exit codes of the jobs CLI, in one place (``ExitCode``):
 
@@ -28,8 +28,8 @@ Exit codes of the jobs CLI, in one place (``ExitCode``):
      abandoned after RetryPolicy.call_timeout, all of them within RetryPolicy.budget), the
      port-forward to it could not be opened, it answered with a server error, or a submission
      failed and the dashboard has no such job
-  5  JOB_STOPPED: the attempt was STOPPED (by `python -m jobs stop`, the RayJob's deletion, or
-     its activeDeadlineSeconds)
+  5  JOB_STOPPED: the attempt was STOPPED (by `python -m jobs stop` or the RayJob's deletion;
+     a spent budget is a FAILED attempt: the run driver exits 12, jobs/run.py)
   130 interrupted (Ctrl-C): following stops, the attempt keeps running on the cluster
 
 Secrets never travel through the Job Submission API (the dashboard shows entrypoints, runtime
@@ -51,6 +51,7 @@ from typing import Any, Callable, Mapping, Optional, TextIO
 
 from jobs.credentials import looks_like_secret_name, redact, secret_value_kind
 from jobs.logs import ProgressTracker
+from jobs.plan import RUN_COMMAND
 from jobs.spec import GrpoSpec
 from jobs.wait_for_gpus import EXIT_TIMEOUT as _GPU_WAIT_EXIT, TIMEOUT_MARKER
 
@@ -68,7 +69,6 @@ class ExitCode(enum.IntEnum):
 LIVE = ("PENDING", "RUNNING")
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 LOG_TAIL_LINES = 50
-DEFAULT_GPU_WAIT_SECONDS = 1800
 PYTHON = "python3"   # the framework images have python3; not all have `python`
 
 
@@ -95,26 +95,14 @@ class SubmitUncertain(DashboardUnreachable):
 
 # ---- the entrypoint ---------------------------------------------------------------------------
 
-def compose_entrypoint(spec: GrpoSpec, training_entrypoint: str,
-                       gpu_wait_seconds: float = DEFAULT_GPU_WAIT_SECONDS) -> str:
-    """The one shell command of an attempt, for the CLI and the Pulumi RayJob alike:
-
-    1. ``jobs.wait_for_gpus``: wait (bounded) until the run's GPUs are available (exit 3 if not);
-    2. ``jobs.prepare``: stage the model and the dataset on /data, idempotently (its own
-       markers make a resumed attempt skip what is done);
-    3. the framework's training command (``jobs.render.render(spec).entrypoint``), which resumes
-       from the run's checkpoint directory.
+def run_entrypoint() -> str:
+    """The one command of every attempt, for the CLI and the Pulumi RayJob alike: the run driver
+    (jobs/run.py) with the plan the stack deployed to the head (jobs/plan.py). It prepares the
+    data and model, waits for the GPUs, trains, restarts after lost workers and enforces the
+    budget; nothing attempt-specific is in it (the driver reads its attempt from the submission
+    id), and nothing a shell would interpret (KubeRay's submitter and Ray's job CLI each parse it).
     """
-    if not training_entrypoint.strip():
-        raise ValueError("empty training entrypoint")
-    wait = (f"{PYTHON} -m jobs.wait_for_gpus --gpus {spec.total_gpus} "
-            f"--gpus-per-node {spec.gpus_per_node} --timeout-seconds {int(gpu_wait_seconds)}")
-    # Nothing attempt-specific: every attempt of a run runs the same command.
-    revisions = ((["--model-revision", spec.model_revision] if spec.model_revision else [])
-                 + (["--dataset-revision", spec.dataset_revision] if spec.dataset_revision else []))
-    prepare = shlex.join([PYTHON, "-m", "jobs.prepare", "--framework", spec.framework,
-                          "--model", spec.model, "--dataset", spec.dataset, *revisions])
-    return f"{wait} && {prepare} && {training_entrypoint.strip()}"
+    return RUN_COMMAND
 
 
 def submission_metadata(spec: GrpoSpec, attempt: int) -> dict[str, str]:
@@ -373,6 +361,14 @@ class Runs:
 
     def logs(self, submission_id: str) -> str:
         return self._call("job logs", "get_job_logs", submission_id) or ""
+
+    def restarts(self, submission_id: str) -> list[dict]:
+        """The driver's trainer restarts in this attempt, read back from its Ray job log."""
+        from jobs.run import restarts_from_log
+        try:
+            return restarts_from_log(self.logs(submission_id))
+        except RuntimeError:     # no logs yet (runtime env still being set up)
+            return []
 
     # -- actions -----------------------------------------------------------------------------
     def submit(self, spec: GrpoSpec, entrypoint: str, runtime_env: Optional[dict] = None, *,

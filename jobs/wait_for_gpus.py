@@ -3,7 +3,7 @@
     python3 -m jobs.wait_for_gpus --gpus N --timeout-seconds T [--poll-seconds P]
                                   [--gpus-per-node G]
 
-The first step of every GRPO job entrypoint (``jobs.runs.compose_entrypoint``), run on the Ray
+The GPU wait of the run driver (``jobs.run``, before every trainer start), run on the Ray
 head inside the framework image: verl (and NeMo RL's placement groups) fail at once when the
 cluster has fewer free GPUs than the trainer asks for, while GPU nodes on Spot or flex-start
 capacity can take minutes to hours to join. This waits, bounded by T seconds, printing how many

@@ -105,7 +105,9 @@ def test_ray_pod_templates_are_written_as_pods(stack):
     name = cluster["metadata"]["name"]
     pods = {m.name: m.manifest for m in stack_manifests(result).manifests if m.kind == "Pod"}
     groups = [g["groupName"] for g in cluster["spec"]["workerGroupSpecs"]]
-    assert set(pods) == {f"{name}-head", *(f"{name}-worker-{g}" for g in groups)}
+    rayjob = result.one("kubernetes:ray.io/v1:RayJob").inputs
+    submitter = f"{rayjob['metadata']['name']}-submitter"
+    assert set(pods) == {f"{name}-head", *(f"{name}-worker-{g}" for g in groups), submitter}
     head = pods[f"{name}-head"]
     assert head["spec"] == cluster["spec"]["headGroupSpec"]["template"]["spec"]
     assert head["metadata"]["namespace"] == cluster["metadata"]["namespace"]
@@ -114,9 +116,9 @@ def test_ray_pod_templates_are_written_as_pods(stack):
     worker = pods[f"{name}-worker-{groups[0]}"]
     assert worker["spec"] == cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]
     assert worker["metadata"]["annotations"]["networking.gke.io/interfaces"]
-    # The RayJob sets no submitterPodTemplate: KubeRay's default submitter, nothing to write.
-    rayjob = result.one("kubernetes:ray.io/v1:RayJob").inputs
-    assert "submitterPodTemplate" not in rayjob["spec"]
+    # The RayJob's own submitter pod is scanned as a Pod too.
+    assert pods[submitter]["spec"] == rayjob["spec"]["submitterPodTemplate"]["spec"]
+    assert pods[submitter]["metadata"]["labels"]["gke-grpo/role"] == "rayjob-submitter"
 
 
 @pytest.mark.parametrize("stack", STACKS)

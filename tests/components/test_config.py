@@ -142,6 +142,7 @@ INVALID = [
     ("bad-maintenance-time", "prod", {P + "cluster.maintenanceWindow.startTime": "saturday 2am"},
      {P + "cluster.maintenanceWindow.startTime"}),
     ("steps-and-epochs", "dev", {P + "job.totalSteps": 100}, {P + "job.totalSteps"}),
+    ("negative-max-restarts", "dev", {P + "job.maxRestarts": -1}, {P + "job.maxRestarts"}),
     ("revisions-not-shas", "dev", {P + "job.modelRevision": "main",
      P + "job.datasetRevision": "740312ADD88F781978C0658806C59BC2815B9866"},
      {P + "job.modelRevision", P + "job.datasetRevision"}),

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 
+import json
+
 from components.grpo_job import HEAD_MODULES, head_code_files
+from jobs.plan import PLAN_FILE, RUN_COMMAND, SHELL_SAFE, plan_from_dict
 from jobs.runs import check_no_secrets
 from tests.conftest import ROOT, preview_with
 from tests.crd_schemas import validate_custom_resource
@@ -34,24 +38,102 @@ def test_rayjob_targets_the_stack_ray_cluster(stack_preview):
     spec = job.inputs["spec"]
     assert spec["clusterSelector"] == {"ray.io/cluster": cluster.inputs["metadata"]["name"]}
     assert spec["submissionMode"] == "K8sJobMode"
-    assert spec["activeDeadlineSeconds"] == 604800
+    # The driver enforces the budget: KubeRay's deadline with clusterSelector skips all cleanup.
+    assert "activeDeadlineSeconds" not in spec
     assert spec["jobId"] == stack_preview.outputs["submissionId"]
     assert "shutdownAfterJobFinishes" not in spec and "suspend" not in spec
     assert cluster.urn in job.dependencies
     assert job.delete_before_replace is True
 
 
-def test_entrypoint_waits_for_gpus_prepares_then_trains(stack_preview):
+def _plan(result):
+    [configmap] = [r for r in result.resources if r.type == "kubernetes:core/v1:ConfigMap"]
+    return plan_from_dict(json.loads(configmap.inputs["data"][PLAN_FILE]))
+
+
+def test_entrypoint_is_the_run_driver_as_one_shell_safe_command(stack_preview):
     entrypoint = _rayjob(stack_preview).inputs["spec"]["entrypoint"]
-    wait, prepare, train = entrypoint.split(" && ", 2)
+    assert entrypoint == RUN_COMMAND == "python3 -m jobs.run --plan /opt/gke-grpo/run/plan.json"
+    assert SHELL_SAFE.fullmatch(entrypoint)
+
+
+def test_plan_prepares_waits_for_gpus_then_trains(stack_preview):
+    plan = _plan(stack_preview)
     gpus = 16 if stack_preview.stack == "dev" else 32
-    assert wait.startswith("python3 -m jobs.wait_for_gpus") and f"--gpus {gpus}" in wait
-    assert "--timeout-seconds 1800" in wait
-    assert prepare.startswith("python3 -m jobs.prepare")
+    assert plan.run_id == stack_preview.outputs["runId"]
+    assert plan.checkpoint_dir == stack_preview.outputs["runCheckpointDir"]
+    assert plan.run_dir == f"/data/runs/{plan.run_id}"
+    assert plan.prepare.argv[:3] == ("python3", "-m", "jobs.prepare")
+    assert (plan.gpus, plan.gpu_wait_seconds, plan.deadline_seconds, plan.max_restarts) == (gpus, 1800, 604800, 20)
+    # the health gate's settings (components/health_gate.py), handed to jobs.health.fabric_gate
+    from jobs.health import HealthPlan
+    assert HealthPlan.from_dict(plan.health).mode in ("enforce", "warn", "off")
     if stack_preview.stack == "dev":
-        assert "verl.trainer.main_ppo" in train and "algorithm.adv_estimator=grpo" in train
+        # verl forgets its older checkpoints on restart: the driver prunes before each start
+        assert plan.prune_checkpoints_keep == 2
+        assert plan.trainer.argv[:3] == ("python3", "-m", "verl.trainer.main_ppo")
+        assert "algorithm.adv_estimator=grpo" in plan.trainer.argv and plan.trainer.cwd is None
     else:
-        assert "examples/run_grpo_math.py" in train
+        assert plan.prune_checkpoints_keep is None      # NeMo RL prunes from disk itself
+        assert plan.trainer.argv[:4] == ("uv", "run", "python", "examples/run_grpo_math.py")
+        assert plan.trainer.cwd == "/opt/nemo-rl"
+
+
+@pytest.mark.parametrize("change", [{P + "job.activeDeadlineSeconds": 86400},
+                                    {P + "job.gpuWaitSeconds": 600},
+                                    {P + "job.maxRestarts": 3}])
+def test_budget_only_change_keeps_the_rayjob_and_updates_the_plan(dev_preview, change):
+    changed = preview_with("dev", change)
+    before, after = _rayjob(dev_preview), _rayjob(changed)
+    # never the same jobId with a different spec: here the same jobId AND the same spec
+    assert after.inputs["spec"]["jobId"] == before.inputs["spec"]["jobId"]
+    assert after.inputs == before.inputs
+    assert _plan(changed) != _plan(dev_preview)     # the driver of the next attempt reads it
+
+
+def test_a_change_to_what_the_run_computes_gets_a_new_name_and_job_id(dev_preview):
+    changed = _rayjob(preview_with("dev", {P + "job.learningRate": 2e-6}))
+    base = _rayjob(dev_preview)
+    assert changed.inputs["spec"]["jobId"] != base.inputs["spec"]["jobId"]
+    assert changed.inputs["metadata"]["name"] != base.inputs["metadata"]["name"]
+
+
+def test_fields_outside_the_run_identity_are_ignored_on_update(stack_preview):
+    job = _rayjob(stack_preview)
+    assert job.ignore_changes == sorted(f"spec.{k}" for k in job.inputs["spec"] if k != "jobId")
+    policy = stack_preview.outputs["runUpdatePolicy"]
+    assert "a live run keeps the plan its driver read" in policy
+    assert "job.activeDeadlineSeconds, job.gpuWaitSeconds or job.maxRestarts" in policy
+
+
+def test_submitter_pod_is_small_hardened_labelled_and_on_the_head_nodes(stack_preview):
+    template = _rayjob(stack_preview).inputs["spec"]["submitterPodTemplate"]
+    [cluster] = _by_kind(stack_preview, "RayCluster")
+    head = cluster.inputs["spec"]["headGroupSpec"]["template"]["spec"]
+    assert template["metadata"]["labels"]["gke-grpo/role"] == "rayjob-submitter"
+    # the Ray pods' NetworkPolicy admits the dashboard port from exactly these labels
+    policies = [r for r in stack_preview.resources if r.type == "kubernetes:networking.k8s.io/v1:NetworkPolicy"]
+    selectors = [peer["podSelector"]["matchLabels"] for p in policies for rule in p.inputs["spec"].get("ingress", [])
+                 for peer in rule.get("from", []) if "gke-grpo/role" in peer.get("podSelector", {}).get("matchLabels", {})]
+    assert selectors and all(sel.items() <= template["metadata"]["labels"].items() for sel in selectors)
+    pod = template["spec"]
+    assert pod.get("nodeSelector", {}) == head.get("nodeSelector", {})
+    if stack_preview.stack == "prod":       # Standard: the head's own non-Spot CPU pool
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "ray-head"}
+    else:                                   # Autopilot: default (on-demand) nodes, no Spot selector
+        assert "nodeSelector" not in pod
+    assert "tolerations" not in pod      # never schedulable on the tainted GPU/Spot nodes
+    [container] = pod["containers"]
+    assert container["image"] == f"rayproject/ray:{cluster.inputs['spec']['rayVersion']}"
+    # KubeRay writes its submit script only into a container without a command
+    assert "command" not in container and "args" not in container
+    assert container["resources"]["limits"] == {"cpu": "500m", "memory": "1Gi"}
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False,
+                                             "readOnlyRootFilesystem": True,
+                                             "capabilities": {"drop": ["ALL"]}}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is False and pod["restartPolicy"] == "Never"
 
 
 def test_no_secret_anywhere_in_the_rayjob(stack_preview):
@@ -101,14 +183,15 @@ def test_preflight_errors_stop_the_program_before_any_resource():
 
 def test_head_gets_the_jobs_code_from_a_configmap(stack_preview):
     [configmap] = [r for r in stack_preview.resources if r.type == "kubernetes:core/v1:ConfigMap"]
-    assert configmap.inputs["data"] == head_code_files()
-    assert set(configmap.inputs["data"]) == set(HEAD_MODULES)
+    assert configmap.inputs["data"] == head_code_files(configmap.inputs["data"][PLAN_FILE])
+    assert set(configmap.inputs["data"]) == {*HEAD_MODULES, PLAN_FILE}
     for name in HEAD_MODULES:
         assert configmap.inputs["data"][name] == (ROOT / "jobs" / name).read_text()
     [cluster] = _by_kind(stack_preview, "RayCluster")
     head = cluster.inputs["spec"]["headGroupSpec"]["template"]["spec"]
     assert {"name": "jobs-code", "mountPath": "/opt/gke-grpo/jobs", "readOnly": True} in head["containers"][0]["volumeMounts"]
     assert {"name": "PYTHONPATH", "value": "/opt/gke-grpo"} in head["containers"][0]["env"]
+    assert {"name": "run-plan", "mountPath": "/opt/gke-grpo/run", "readOnly": True} in head["containers"][0]["volumeMounts"]
     assert configmap.urn in cluster.dependencies
 
 
@@ -119,14 +202,36 @@ def test_head_modules_import_nothing_of_pulumi():
         assert not re.search(r"^(import|from) (pulumi|components|tools)\b", source, flags=re.MULTILINE), name
 
 
+def test_the_driver_runs_from_the_configmap_alone(dev_preview, tmp_path):
+    """The head has only the ConfigMap's files (and the framework image): the driver and what it
+    starts import nothing of Pulumi, components/, tools/ or torch."""
+    import subprocess
+    import sys
+
+    [configmap] = [r for r in dev_preview.resources if r.type == "kubernetes:core/v1:ConfigMap"]
+    (tmp_path / "jobs").mkdir()
+    for name in HEAD_MODULES:
+        (tmp_path / "jobs" / name).write_text(configmap.inputs["data"][name])
+    probe = ("import sys, jobs.run, jobs.plan, jobs.wait_for_gpus, jobs.prepare\n"
+             "plan = jobs.plan.plan_from_dict(__import__('json').loads(sys.stdin.read()))\n"
+             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('pulumi', 'components', 'tools', 'torch', 'yaml'))\n"
+             "print(plan.run_id, bad)")
+    proc = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n" + probe],
+                          input=configmap.inputs["data"][PLAN_FILE], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [dev_preview.outputs["runId"], "[]"]
+
+
 def test_prod_rayjob_starts_nemo_rl_as_its_32b_recipe(prod_preview):
     """What the prod preview submits: NeMo RL's 32B recipe parallelism, newest-K retention,
     the held-out validation slice, pinned revisions, and a runtime env that survives init_ray."""
     import shlex
 
     spec = _rayjob(prod_preview).inputs["spec"]
-    _wait, prepare, train = spec["entrypoint"].split(" && ", 2)
-    argv = shlex.split(train.split(" && ", 1)[1])
+    plan = _plan(prod_preview)
+    argv, prepare = plan.trainer.argv, shlex.join(plan.prepare.argv)
     for override in ("policy.dtensor_cfg.tensor_parallel_size=8",
                      "policy.dtensor_cfg.activation_checkpointing=True",
                      "policy.train_micro_batch_size=1", "policy.dynamic_batching.enabled=True",

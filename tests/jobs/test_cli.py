@@ -19,7 +19,8 @@ import yaml
 
 from jobs import cli, runs, wait_for_gpus as wfg
 from jobs.portforward import PortForwardError, free_local_port, head_service, port_forward, process_alive
-from jobs.runs import ExitCode, SecretInJobError, check_no_secrets, compose_entrypoint
+from jobs.plan import RUN_COMMAND
+from jobs.runs import ExitCode, SecretInJobError, check_no_secrets, run_entrypoint
 from jobs.spec import GrpoSpec, spec_from_config
 from components.config import load_stack_config
 from tests.conftest import ROOT, stack_config
@@ -41,23 +42,16 @@ def write_config(tmp_path: Path, stack: str = "dev", **job_changes) -> Path:
 
 # ---- the entrypoint --------------------------------------------------------------------------
 
-def test_compose_entrypoint_waits_prepares_then_trains():
+def test_the_cli_submits_the_run_drivers_one_command():
     spec = dev_spec()
-    entry = compose_entrypoint(spec, "python3 -m verl.trainer.main_ppo a=1", gpu_wait_seconds=600)
-    wait, prepare, train = entry.split(" && ")
-    assert shlex.split(wait) == ["python3", "-m", "jobs.wait_for_gpus", "--gpus", str(spec.total_gpus),
-                                 "--gpus-per-node", "8", "--timeout-seconds", "600"]
-    assert spec.total_gpus == 16     # dev: 2 H200 nodes x 8
-    assert shlex.split(prepare) == ["python3", "-m", "jobs.prepare", "--framework", "verl",
-                                    "--model", "Qwen/Qwen2.5-7B-Instruct", "--dataset", "gsm8k",
-                                    "--model-revision", spec.model_revision,
-                                    "--dataset-revision", spec.dataset_revision]
-    assert spec.model_revision and spec.dataset_revision   # the dev stack pins both
-    assert train == "python3 -m verl.trainer.main_ppo a=1"
-    # the attempt is not in the entrypoint: every attempt runs the same command
-    assert compose_entrypoint(spec.with_attempt(3), "x", 600) == compose_entrypoint(spec, "x", 600)
-    with pytest.raises(ValueError):
-        compose_entrypoint(spec, "  ", 600)
+    entry, runtime_env = cli.default_entrypoint(spec, None)
+    # the same command as the Pulumi RayJob's (tests/components/test_grpo_job.py): one thing runs
+    assert entry == run_entrypoint() == RUN_COMMAND
+    assert shlex.split(entry) == entry.split(" ") == ["python3", "-m", "jobs.run", "--plan",
+                                                      "/opt/gke-grpo/run/plan.json"]
+    assert runtime_env["pip"]["packages"] == ["verl==0.7.1"]
+    # nothing attempt-specific: every attempt runs the same command
+    assert cli.default_entrypoint(spec.with_attempt(3), None)[0] == entry
 
 
 def test_exit_codes_are_one_table():
@@ -409,35 +403,23 @@ def test_ctrl_c_while_following_detaches_with_130(monkeypatch):
 
 
 def test_prepare_step_matches_jobs_prepare_flags(capsys):
-    import importlib.util
-    if importlib.util.find_spec("jobs.prepare") is None:
-        pytest.skip("jobs.prepare is not in this checkout yet")
+    from components.grpo_job import run_plan
     from jobs import prepare
+    from jobs.plan import plan_from_dict
+    import json
+    raw, secrets = stack_config("dev")
+    config = load_stack_config(raw, secrets, "dev")
+    plan = plan_from_dict(json.loads(run_plan(spec_from_config(config), config)))
     assert prepare.main(["--help"]) == 0
     usage = capsys.readouterr().out
-    argv = shlex.split(compose_entrypoint(dev_spec(), "x", 60).split(" && ")[1])
-    for flag in (a for a in argv if a.startswith("--")):
+    spec = spec_from_config(config)
+    assert plan.prepare.argv == ("python3", "-m", "jobs.prepare", "--framework", "verl",
+                                 "--model", "Qwen/Qwen2.5-7B-Instruct", "--dataset", "gsm8k",
+                                 "--model-revision", spec.model_revision,
+                                 "--dataset-revision", spec.dataset_revision)
+    assert spec.model_revision and spec.dataset_revision   # the dev stack pins both
+    for flag in (a for a in plan.prepare.argv if a.startswith("--")):
         assert flag in usage, flag
-
-
-def test_submit_gpu_wait_default_comes_from_the_stack(tmp_path, monkeypatch):
-    from components.config import JobConfig
-    seen = []
-
-    def build(spec, args):
-        seen.append(args.wait_timeout)
-        return "echo", {}
-    monkeypatch.setattr(runs.Runs, "submit", lambda self, spec, entry, env, **kw: runs.SubmitResult(
-        "succeeded", runs.Attempt(spec.submission_id(1), 1, "SUCCEEDED")))
-    base = ["submit", "--address", "http://127.0.0.1:1", "--stack", "dev"]
-    if "gpu_wait_seconds" in JobConfig.model_fields:
-        config = write_config(tmp_path, gpuWaitSeconds=900)
-        assert cli.main([*base, "--config-file", str(config)], build_entrypoint=build, out=io.StringIO()) == 0
-        assert seen.pop() == 900
-    assert cli.main(base, build_entrypoint=build, out=io.StringIO()) == 0
-    assert seen.pop() == getattr(JobConfig.model_fields.get("gpu_wait_seconds"), "default", 1800)
-    assert cli.main([*base, "--wait-timeout", "42"], build_entrypoint=build, out=io.StringIO()) == 0
-    assert seen.pop() == 42
 
 
 def test_dashboard_error_answers_are_clean_exit_codes(monkeypatch):
