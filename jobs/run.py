@@ -570,6 +570,11 @@ class Driver:
                 self._stop(proc, grace=self.plan.stop_grace_seconds)
                 break
         reader.join(timeout=5)
+        # `ray job stop` signals the driver AND every descendant at once (Ray 2.54
+        # dashboard/modules/job/job_supervisor.py: [job_process] + children(recursive=True)), so
+        # the trainer often exits from that same SIGTERM before the loop above sees the request:
+        # its exit is then the stop, not a failure of the trainer.
+        terminated = terminated or self.stop_requested.is_set()
         return TrainerRun(exit_code=proc.returncode, output=output,
                           deadline_hit=deadline_hit, terminated=terminated)
 

@@ -81,7 +81,9 @@ def non_loopback_listeners() -> list[str]:
 
 
 def start_head() -> None:
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
+    # RAY_memory_monitor_refresh_ms=0: Ray's OOM killer judges the whole (shared) machine, so a
+    # busy test machine would kill test tasks that use a few MB ("node running low on memory").
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0",
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     subprocess.run(
         [RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",

@@ -57,7 +57,7 @@ else:
     KIB = 1024
 
     def start_extra_node() -> None:
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0",
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0",
                    PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
         subprocess.run([ray_head.RAY, "start", f"--address={ray_head.GCS}", "--node-ip-address=127.0.0.1",
                         "--num-cpus=1", f"--num-gpus={GPUS_PER_RAY_NODE}", "--disable-usage-stats",
