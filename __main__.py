@@ -12,9 +12,9 @@ from components.cluster import GkeCluster
 from components.grpo_job import GrpoJob, head_code_files, require_preflight, run_plan
 from components.gpu_capacity import GpuCapacity
 from components.kuberay import KubeRay
-from components.networks import GpuNetworks
-from components.node_service_account import NodeServiceAccount
-from components.project_services import ProjectServices
+from components.networks import GpuNetworks, gpu_networks_args
+from components.node_service_account import NodeServiceAccount, node_service_account_args
+from components.project_services import ProjectServices, project_services_args
 from components.storage import SharedStorage
 from jobs.spec import spec_from_config
 
@@ -26,9 +26,9 @@ if config.job.enabled:
     require_preflight(spec)
 
 # A fresh project: the APIs first; every resource that calls one depends on them.
-apis = ProjectServices("apis", config).services
-networks = GpuNetworks("networks", config, services=apis)
-node_account = NodeServiceAccount("node-sa", config, services=apis)
+apis = ProjectServices("apis", project_services_args(config)).services
+networks = GpuNetworks("networks", gpu_networks_args(config, services=apis))
+node_account = NodeServiceAccount("node-sa", node_service_account_args(config, services=apis))
 cluster = GkeCluster("cluster", config, networks, node_service_account=node_account, services=apis)
 capacity = GpuCapacity("gpu", config, cluster, networks)
 storage = SharedStorage("storage", config, cluster_network=networks.cluster_network,

@@ -90,9 +90,9 @@ class _Mocks(pulumi.runtime.Mocks):
 def component():
     pulumi.runtime.set_mocks(_Mocks(), project="gke-grpo", stack="unit", preview=False)
     from components.config import load_stack_config
-    from components.networks import GpuNetworks
+    from components.networks import GpuNetworks, gpu_networks_args
     config = load_stack_config(*stack_config("prod"))
-    return GpuNetworks("unit-networks", config)
+    return GpuNetworks("unit-networks", gpu_networks_args(config))
 
 
 @pulumi.runtime.test
