@@ -8,9 +8,9 @@ import pulumi
 
 from components.config import load_stack_config, read_pulumi_config
 from components.cost import estimate_cost
-from components.cluster import GkeCluster
+from components.cluster import GkeCluster, gke_cluster_args
 from components.grpo_job import GrpoJob, head_code_files, require_preflight, run_plan
-from components.gpu_capacity import GpuCapacity
+from components.gpu_capacity import GpuCapacity, gpu_capacity_args
 from components.kuberay import KubeRay
 from components.networks import GpuNetworks, gpu_networks_args
 from components.node_service_account import NodeServiceAccount, node_service_account_args
@@ -29,8 +29,9 @@ if config.job.enabled:
 apis = ProjectServices("apis", project_services_args(config)).services
 networks = GpuNetworks("networks", gpu_networks_args(config, services=apis))
 node_account = NodeServiceAccount("node-sa", node_service_account_args(config, services=apis))
-cluster = GkeCluster("cluster", config, networks, node_service_account=node_account, services=apis)
-capacity = GpuCapacity("gpu", config, cluster, networks)
+cluster = GkeCluster("cluster", gke_cluster_args(config, networks, node_service_account=node_account,
+                                                  services=apis))
+capacity = GpuCapacity("gpu", gpu_capacity_args(config, cluster, networks))
 storage = SharedStorage("storage", config, cluster_network=networks.cluster_network,
                         namespace=cluster.namespace_name, kubernetes_provider=cluster.provider,
                         services=apis)
