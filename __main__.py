@@ -15,7 +15,7 @@ from components.kuberay import KubeRay
 from components.networks import GpuNetworks, gpu_networks_args
 from components.node_service_account import NodeServiceAccount, node_service_account_args
 from components.project_services import ProjectServices, project_services_args
-from components.storage import SharedStorage
+from components.storage import SharedStorage, shared_storage_args
 from jobs.spec import spec_from_config
 
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
@@ -32,9 +32,9 @@ node_account = NodeServiceAccount("node-sa", node_service_account_args(config, s
 cluster = GkeCluster("cluster", gke_cluster_args(config, networks, node_service_account=node_account,
                                                   services=apis))
 capacity = GpuCapacity("gpu", gpu_capacity_args(config, cluster, networks))
-storage = SharedStorage("storage", config, cluster_network=networks.cluster_network,
-                        namespace=cluster.namespace_name, kubernetes_provider=cluster.provider,
-                        services=apis)
+storage = SharedStorage("storage", shared_storage_args(
+    config, cluster_network=networks.cluster_network, namespace=cluster.namespace_name,
+    kubernetes_provider=cluster.provider, services=apis))
 secrets = pulumi.Config("gke-grpo")
 kuberay = KubeRay("kuberay", config, networks=networks, cluster=cluster, capacity=capacity,
                   storage=storage, hf_token=secrets.require_secret("hfToken"),

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 import pulumi_gcp as gcp
@@ -234,6 +235,69 @@ def parse_lustre_mount_point(mount_point: str) -> tuple[str, str]:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PodStorage:
+    """What a Ray pod template takes from the shared storage: its volumes and mounts, the
+    gcsfuse sidecar's annotations (empty on Lustre), the service account, and the claims the
+    pods must wait for. ``sidecar_budget``: CPU and GiB the gcsfuse sidecar takes from a GPU
+    worker's node ("0": unlimited, which takes nothing up front)."""
+    service_account_name: str
+    volumes: list[dict]
+    volume_mounts: list[dict]
+    head_volumes: list[dict]
+    pod_annotations: dict[str, str]
+    head_pod_annotations: dict[str, str]
+    hf_home: str
+    sidecar_budget: tuple[float, float]
+    claims: list[pulumi.Resource]
+
+
+@dataclass(frozen=True)
+class SharedStorageArgs:
+    project: str
+    region: str
+    zone: str
+    stack: str
+    environment: str
+    autopilot: bool
+    is_prod: bool                  # protect the bucket or instance, never force-destroy it
+    cluster_name: str              # names the PVs (cluster-scoped objects)
+    gke_version: str               # gates gcsfuse mount options
+    kind: str                      # "gcs" or "lustre"
+    gcs: Optional[GcsStorage]
+    lustre: Optional[LustreStorage]
+    bucket_name: Optional[str]                   # gcs only
+    soft_delete_retention_days: int              # gcs only
+    lustre_instance_id: Optional[str]            # lustre only, as are the four below
+    lustre_peering_address: Optional[str]
+    lustre_peering_prefix_length: Optional[int]
+    lustre_range_name: str
+    lustre_firewall_name: str
+    # From GpuNetworks and GkeCluster:
+    cluster_network: gcp.compute.Network
+    namespace: pulumi.Input[str]
+    kubernetes_provider: k8s.Provider
+    services: list[pulumi.Resource] = ()   # the APIs (ProjectServices) the storage needs first
+
+
+def shared_storage_args(config: StackConfig, *, cluster_network: gcp.compute.Network,
+                        namespace: pulumi.Input[str], kubernetes_provider: k8s.Provider,
+                        services: list[pulumi.Resource] = ()) -> SharedStorageArgs:
+    lustre = config.storage.kind == "lustre"
+    return SharedStorageArgs(
+        project=config.project, region=config.region, zone=config.zone, stack=config.stack,
+        environment=config.environment, autopilot=config.autopilot, is_prod=config.is_prod,
+        cluster_name=config.cluster.name, gke_version=config.cluster.min_master_version,
+        kind=config.storage.kind, gcs=config.storage.gcs, lustre=config.storage.lustre,
+        bucket_name=config.bucket_name, soft_delete_retention_days=config.soft_delete_retention_days,
+        lustre_instance_id=config.lustre_instance_id,
+        lustre_peering_address=config.lustre_peering_address if lustre else None,
+        lustre_peering_prefix_length=config.lustre_peering_prefix_length if lustre else None,
+        lustre_range_name=config.names.lustre_range, lustre_firewall_name=config.names.lustre_firewall,
+        cluster_network=cluster_network, namespace=namespace,
+        kubernetes_provider=kubernetes_provider, services=list(services))
+
+
 class SharedStorage(pulumi.ComponentResource):
     claim_name: str
     namespace: pulumi.Output[str]
@@ -257,18 +321,23 @@ class SharedStorage(pulumi.ComponentResource):
     lustre_peering: gcp.servicenetworking.Connection | None
     lustre_firewall: gcp.compute.Firewall | None
     lustre_instance: gcp.lustre.Instance | None
+    # What the Ray head's pod gets: on gcs a claim of its own and a smaller sidecar.
+    head_volumes: list[dict]
+    head_claims: list[k8s.core.v1.PersistentVolumeClaim]
+    head_sidecar_limits: SidecarLimits | None
+    head_pod_annotations: dict[str, str]
+    head_persistent_volume: k8s.core.v1.PersistentVolume | None
+    # Everything a Ray pod template needs from this component, in one value (KubeRayArgs).
+    pods: PodStorage
 
-    def __init__(self, name: str, config: StackConfig, *, cluster_network: gcp.compute.Network,
-                 namespace: pulumi.Input[str], kubernetes_provider: k8s.Provider,
-                 services: list[pulumi.Resource] = (),
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: SharedStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:SharedStorage", name, None, opts)
         self._name = name
         # storage / lustre / servicenetworking / cloudresourcemanager enabled first.
-        self._services = list(services)
-        self._config = config
-        self._provider = kubernetes_provider
-        self.namespace = pulumi.Output.from_input(namespace)
+        self._services = list(args.services)
+        self._args = args
+        self._provider = args.kubernetes_provider
+        self.namespace = pulumi.Output.from_input(args.namespace)
         self.claim_name = CLAIM_NAME
         self.mount_path = MOUNT_PATH
         self.service_account_name = SERVICE_ACCOUNT_NAME
@@ -278,7 +347,8 @@ class SharedStorage(pulumi.ComponentResource):
         # The Ray head's volume: the same claim on Lustre; on gcs a claim of its own without
         # the file cache (see _head_gcs_claim). Same volume name, so mounts read the same.
         self.head_volumes = self.volumes
-        self.head_claims: list[k8s.core.v1.PersistentVolumeClaim] = []
+        self.head_claims = []
+        self.head_persistent_volume = None
         self.bucket = self.bucket_iam_member = None
         self.lustre_range = self.lustre_peering = self.lustre_firewall = self.lustre_instance = None
         self._labels = {"app.kubernetes.io/part-of": "gke-grpo",
@@ -292,10 +362,18 @@ class SharedStorage(pulumi.ComponentResource):
             opts=self._k8s_opts(),
         )
 
-        if config.storage.kind == "gcs":
-            self._gcs(config.storage.gcs or GcsStorage())
+        if args.kind == "gcs":
+            self._gcs(args.gcs or GcsStorage())
         else:
-            self._lustre(config.storage.lustre or LustreStorage(), cluster_network)
+            self._lustre(args.lustre or LustreStorage(), args.cluster_network)
+
+        self.pods = PodStorage(
+            service_account_name=self.service_account_name, volumes=self.volumes,
+            volume_mounts=self.volume_mounts, head_volumes=self.head_volumes,
+            pod_annotations=self.pod_annotations, head_pod_annotations=self.head_pod_annotations,
+            hf_home=self.data_layout.hf_home,
+            sidecar_budget=(0.0, 0.0) if self.sidecar_limits is None else self.sidecar_limits.budget(),
+            claims=[self.persistent_volume_claim, *self.head_claims])
 
         self.register_outputs({
             "claim_name": self.claim_name,
@@ -312,14 +390,14 @@ class SharedStorage(pulumi.ComponentResource):
 
     # ---- Cloud Storage FUSE -----------------------------------------------------------------
     def _gcs(self, gcs: GcsStorage) -> None:
-        name, config = self._name, self._config
-        labels = {"gke-grpo-stack": config.stack, "gke-grpo-environment": config.environment}
+        name, args = self._name, self._args
+        labels = {"gke-grpo-stack": args.stack, "gke-grpo-environment": args.environment}
         self.bucket = gcp.storage.Bucket(
             f"{name}-bucket",
-            name=config.bucket_name,
-            project=config.project,
+            name=args.bucket_name,
+            project=args.project,
             # Same region as the GPU nodes: no cross-region egress, lowest latency.
-            location=config.region,
+            location=args.region,
             uniform_bucket_level_access=True,
             # HNS: atomic folder renames for checkpoint directories [PERF]; needs uniform access.
             hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(
@@ -328,23 +406,23 @@ class SharedStorage(pulumi.ComponentResource):
             # Off by default in dev: verl and NeMo RL rotate checkpoints, and every deleted
             # step would stay billed for the retention period (README "Soft delete").
             soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
-                retention_duration_seconds=config.soft_delete_retention_days * 86400),
+                retention_duration_seconds=args.soft_delete_retention_days * 86400),
             public_access_prevention="enforced",
             # A dev destroy removes everything (DESIGN.md "Lifecycle"), objects included, and
             # soft delete keeps them restorable for the retention period. prod: never.
-            force_destroy=not config.is_prod,
+            force_destroy=not args.is_prod,
             labels=labels,
-            opts=pulumi.ResourceOptions(parent=self, protect=config.is_prod, depends_on=self._services),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.is_prod, depends_on=self._services),
         )
 
         # The project number comes from the API, never from config: a typo there would grant
         # access to another project's identity.
         project_number = gcp.organizations.get_project_output(
-            project_id=config.project,
+            project_id=args.project,
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=self._services)).number
         ksa_name = self.service_account.metadata.apply(lambda metadata: metadata.name)
         member = pulumi.Output.all(project_number, self.namespace, ksa_name).apply(
-            lambda parts: workload_identity_member(parts[0], config.project, parts[1], parts[2]))
+            lambda parts: workload_identity_member(parts[0], args.project, parts[1], parts[2]))
         # On this bucket only: the pods get nothing project-wide.
         self.bucket_iam_member = gcp.storage.BucketIAMMember(
             f"{name}-bucket-object-user",
@@ -354,10 +432,10 @@ class SharedStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-        limits = gcsfuse_sidecar_limits(gcs, config.autopilot)
+        limits = gcsfuse_sidecar_limits(gcs, args.autopilot)
         self.sidecar_limits = limits
         self.pod_annotations = gcsfuse_pod_annotations(limits)
-        self.head_sidecar_limits = HEAD_SIDECAR_AUTOPILOT if config.autopilot else HEAD_SIDECAR_STANDARD
+        self.head_sidecar_limits = HEAD_SIDECAR_AUTOPILOT if args.autopilot else HEAD_SIDECAR_STANDARD
         self.head_pod_annotations = gcsfuse_pod_annotations(self.head_sidecar_limits)
         volume_attributes = {}
         if gcs.skip_bucket_access_check:
@@ -367,7 +445,7 @@ class SharedStorage(pulumi.ComponentResource):
         self.persistent_volume = k8s.core.v1.PersistentVolume(
             f"{name}-pv",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=f"{config.cluster.name}-{VOLUME_NAME}", labels=self._labels),
+                name=f"{args.cluster_name}-{VOLUME_NAME}", labels=self._labels),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
                 access_modes=["ReadWriteMany"],
                 capacity={"storage": GCS_NOMINAL_CAPACITY},
@@ -375,7 +453,7 @@ class SharedStorage(pulumi.ComponentResource):
                 persistent_volume_reclaim_policy="Retain",
                 # "" = no class, no dynamic provisioning; no dummy StorageClass to maintain.
                 storage_class_name="",
-                mount_options=gcsfuse_mount_options(gcs, limits, config.cluster.min_master_version),
+                mount_options=gcsfuse_mount_options(gcs, limits, args.gke_version),
                 # Reserved for our claim: no other PVC in the cluster can bind it first.
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(
                     namespace=self.namespace, name=CLAIM_NAME),
@@ -397,19 +475,19 @@ class SharedStorage(pulumi.ComponentResource):
         (HEAD_SIDECAR_*: 50Gi or, on Autopilot, 4Gi of ephemeral storage) would fill it and get
         the head evicted.
         Two PVs may name the same bucket: the head and the GPU workers never share a node."""
-        config = self._config
+        args = self._args
         no_cache = gcs.model_copy(update={"file_cache_size_gib": 0})
         pv = k8s.core.v1.PersistentVolume(
             f"{self._name}-head-pv",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=f"{config.cluster.name}-{HEAD_CLAIM_NAME}", labels=self._labels),
+                name=f"{args.cluster_name}-{HEAD_CLAIM_NAME}", labels=self._labels),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
                 access_modes=["ReadWriteMany"],
                 capacity={"storage": GCS_NOMINAL_CAPACITY},
                 persistent_volume_reclaim_policy="Retain",
                 storage_class_name="",
                 mount_options=gcsfuse_mount_options(
-                    no_cache, self.head_sidecar_limits, config.cluster.min_master_version),
+                    no_cache, self.head_sidecar_limits, args.gke_version),
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(
                     namespace=self.namespace, name=HEAD_CLAIM_NAME),
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
@@ -439,8 +517,8 @@ class SharedStorage(pulumi.ComponentResource):
 
     # ---- Managed Lustre ----------------------------------------------------------------------
     def _lustre(self, lustre: LustreStorage, cluster_network: gcp.compute.Network) -> None:
-        name, config = self._name, self._config
-        cluster_name = config.cluster.name
+        name, args = self._name, self._args
+        cluster_name = args.cluster_name
         self.sidecar_limits = None
         self.pod_annotations = {}
         self.head_sidecar_limits = None
@@ -450,13 +528,13 @@ class SharedStorage(pulumi.ComponentResource):
         # takes its addresses from this range (a /24 per instance).
         self.lustre_range = gcp.compute.GlobalAddress(
             f"{name}-lustre-range",
-            name=config.names.lustre_range,
-            project=config.project,
+            name=args.lustre_range_name,
+            project=args.project,
             purpose="VPC_PEERING",
             address_type="INTERNAL",
             # network.lustrePeeringCidr, checked disjoint from every other range by the config.
-            address=config.lustre_peering_address,
-            prefix_length=config.lustre_peering_prefix_length,
+            address=args.lustre_peering_address,
+            prefix_length=args.lustre_peering_prefix_length,
             network=cluster_network.id,
             opts=pulumi.ResourceOptions(parent=self, depends_on=self._services),
         )
@@ -478,21 +556,21 @@ class SharedStorage(pulumi.ComponentResource):
         # only, on the one port the cluster's CSI driver uses (Cluster Toolkit opens 988).
         self.lustre_firewall = gcp.compute.Firewall(
             f"{name}-lustre-lnet",
-            name=config.names.lustre_firewall,
-            project=config.project,
+            name=args.lustre_firewall_name,
+            project=args.project,
             network=cluster_network.id,
             direction="INGRESS",
             source_ranges=[pulumi.Output.concat(
-                self.lustre_range.address, "/", str(config.lustre_peering_prefix_length))],
+                self.lustre_range.address, "/", str(args.lustre_peering_prefix_length))],
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])],
             opts=pulumi.ResourceOptions(parent=self, depends_on=self._services),
         )
-        instance_id = config.lustre_instance_id
+        instance_id = args.lustre_instance_id
         self.lustre_instance = gcp.lustre.Instance(
             f"{name}-lustre",
             instance_id=instance_id,
-            project=config.project,
-            location=config.zone,
+            project=args.project,
+            location=args.zone,
             filesystem=lustre.filesystem,
             # int64 fields travel as strings in this API [PGCP].
             capacity_gib=str(lustre.capacity_gib),
@@ -501,9 +579,9 @@ class SharedStorage(pulumi.ComponentResource):
             # One choice with the cluster's legacy port: such instances need port 6988.
             gke_support_enabled=lustre.legacy_port,
             description=f"gke-grpo shared data for {cluster_name}",
-            labels={"gke-grpo-stack": config.stack, "gke-grpo-environment": config.environment},
+            labels={"gke-grpo-stack": args.stack, "gke-grpo-environment": args.environment},
             opts=pulumi.ResourceOptions(
-                parent=self, protect=config.is_prod,
+                parent=self, protect=args.is_prod,
                 # The instance needs the peering up to get an address; on destroy it goes first.
                 depends_on=[self.lustre_peering]),
         )
@@ -524,7 +602,7 @@ class SharedStorage(pulumi.ComponentResource):
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                     driver=LUSTRE_DRIVER,
                     # <project>/<location>/<instance> [LCSI].
-                    volume_handle=f"{config.project}/{config.zone}/{instance_id}",
+                    volume_handle=f"{args.project}/{args.zone}/{instance_id}",
                     volume_attributes={
                         "ip": endpoint.apply(lambda parts: parts[0]),
                         "filesystem": endpoint.apply(lambda parts: parts[1]),
