@@ -9,9 +9,9 @@ import pulumi
 from components.config import load_stack_config, read_pulumi_config
 from components.cost import estimate_cost
 from components.cluster import GkeCluster, gke_cluster_args
-from components.grpo_job import GrpoJob, head_code_files, require_preflight, run_plan
+from components.grpo_job import GrpoJob, grpo_job_args, head_code_files, require_preflight, run_plan
 from components.gpu_capacity import GpuCapacity, gpu_capacity_args
-from components.kuberay import KubeRay
+from components.kuberay import KubeRay, kuberay_args
 from components.networks import GpuNetworks, gpu_networks_args
 from components.node_service_account import NodeServiceAccount, node_service_account_args
 from components.project_services import ProjectServices, project_services_args
@@ -36,12 +36,13 @@ storage = SharedStorage("storage", shared_storage_args(
     config, cluster_network=networks.cluster_network, namespace=cluster.namespace_name,
     kubernetes_provider=cluster.provider, services=apis))
 secrets = pulumi.Config("gke-grpo")
-kuberay = KubeRay("kuberay", config, networks=networks, cluster=cluster, capacity=capacity,
-                  storage=storage, hf_token=secrets.require_secret("hfToken"),
-                  wandb_api_key=secrets.get_secret("wandbApiKey"),
-                  head_code=head_code_files(run_plan(spec, config)))
+kuberay = KubeRay("kuberay", kuberay_args(
+    config, networks=networks, cluster=cluster, capacity=capacity, storage=storage,
+    hf_token=secrets.require_secret("hfToken"), wandb_api_key=secrets.get_secret("wandbApiKey"),
+    head_code=head_code_files(run_plan(spec, config))))
 # The submitter runs where the head runs: non-Spot CPU nodes.
-job = GrpoJob("job", config, spec, kuberay, submitter_node_selector=cluster.head_node_selector)
+job = GrpoJob("job", grpo_job_args(config, spec, kuberay,
+                                   submitter_node_selector=cluster.head_node_selector))
 
 pulumi.export("clusterNetwork", networks.cluster_network.name)
 pulumi.export("gvnicNetwork", networks.gvnic_network.name)

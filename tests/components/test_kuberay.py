@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from components.config import MACHINE_SHAPES, load_stack_config
-from components.kuberay import interfaces_annotation
+from components.ray_pods import interfaces_annotation
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.versions import load_versions
 from jobs.prepare import HF_TOKEN_FILE
