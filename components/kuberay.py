@@ -378,38 +378,46 @@ class KubeRay(pulumi.ComponentResource):
             },
             opts=self._k8s(depends_on=dependencies))
 
-    def _network_policy_spec(self, args: KubeRayArgs) -> dict:
+    def _network_policy_spec(self, args: KubeRayArgs) -> k8s.networking.v1.NetworkPolicySpecArgs:
         """Admit traffic between this Ray cluster's pods (every Ray port), the dashboard port from
         the RayJob submitter (its own label) and from the KubeRay operator, and Ray's metrics
         port from managed Prometheus; nothing else. Other pods of the namespace are not admitted."""
-        cluster_pods = {"podSelector": {"matchLabels": {"ray.io/cluster": self.ray_cluster_name}}}
+        net = k8s.networking.v1
+
+        def namespace(name: str) -> net.NetworkPolicyPeerArgs:
+            return net.NetworkPolicyPeerArgs(namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                match_labels={"kubernetes.io/metadata.name": name}))
+
+        def pods(labels: dict[str, str]) -> net.NetworkPolicyPeerArgs:
+            return net.NetworkPolicyPeerArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels))
+
+        cluster_labels = {"ray.io/cluster": self.ray_cluster_name}
         if args.operator == "helm":
-            operator_source = {"namespaceSelector": {"matchLabels": {
-                "kubernetes.io/metadata.name": HELM_OPERATOR_NAMESPACE}}}
+            operator_source = namespace(HELM_OPERATOR_NAMESPACE)
         elif args.operator_namespace:
-            operator_source = {"namespaceSelector": {"matchLabels": {
-                "kubernetes.io/metadata.name": args.operator_namespace}}}
+            operator_source = namespace(args.operator_namespace)
         else:
             # GKE hosts the addon's operator itself: its calls may come from the control plane,
             # not from a pod. Admit the dashboard port from outside the pod network (control
             # plane, nodes: kubectl port-forward) but never from other pods; pods are matched
             # by identity, not by these CIDRs (Dataplane V2). kuberay.operatorNamespace, when
             # known, replaces this with that namespace.
-            operator_source = {"ipBlock": {"cidr": "0.0.0.0/0", "except": [args.pod_cidr]}}
-        dashboard = [{"port": DASHBOARD_PORT, "protocol": "TCP"}]
-        return {
-            "podSelector": {"matchLabels": {"ray.io/cluster": self.ray_cluster_name}},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {"from": [cluster_pods]},
-                {"from": [{"podSelector": {"matchLabels": dict(SUBMITTER_LABELS)}}], "ports": dashboard},
-                {"from": [operator_source], "ports": dashboard},
+            operator_source = net.NetworkPolicyPeerArgs(
+                ip_block=net.IPBlockArgs(cidr="0.0.0.0/0", except_=[args.pod_cidr]))
+        dashboard = [net.NetworkPolicyPortArgs(port=DASHBOARD_PORT, protocol="TCP")]
+        return net.NetworkPolicySpecArgs(
+            pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(cluster_labels)),
+            policy_types=["Ingress"],
+            ingress=[
+                net.NetworkPolicyIngressRuleArgs(from_=[pods(dict(cluster_labels))]),
+                net.NetworkPolicyIngressRuleArgs(from_=[pods(dict(SUBMITTER_LABELS))], ports=dashboard),
+                net.NetworkPolicyIngressRuleArgs(from_=[operator_source], ports=dashboard),
                 # Managed Prometheus scrapes Ray's metrics (the addon's monitoring is on).
-                {"from": [{"namespaceSelector": {"matchLabels": {
-                    "kubernetes.io/metadata.name": MANAGED_PROMETHEUS_NAMESPACE}}}],
-                 "ports": [{"port": METRICS_PORT, "protocol": "TCP"}]},
+                net.NetworkPolicyIngressRuleArgs(
+                    from_=[namespace(MANAGED_PROMETHEUS_NAMESPACE)],
+                    ports=[net.NetworkPolicyPortArgs(port=METRICS_PORT, protocol="TCP")]),
             ],
-        }
+        )
 
 
 def installer_arguments(autopilot: bool) -> str:
