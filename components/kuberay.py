@@ -320,62 +320,75 @@ class KubeRay(pulumi.ComponentResource):
         else:
             namespace = "kube-system"
         labels = {"k8s-app": "nccl-rdma-installer"}
+        core = k8s.core.v1
         host_volumes = [
-            {"name": "library-dir-host",
-             "hostPath": {"path": f"{NVIDIA_HOST_DIR}/lib64", "type": "DirectoryOrCreate"}},
-            {"name": "gib", "hostPath": {"path": GIB_HOST_DIR}},
+            core.VolumeArgs(name="library-dir-host", host_path=core.HostPathVolumeSourceArgs(
+                path=f"{NVIDIA_HOST_DIR}/lib64", type="DirectoryOrCreate")),
+            core.VolumeArgs(name="gib", host_path=core.HostPathVolumeSourceArgs(path=GIB_HOST_DIR)),
         ]
-        pod_spec = {
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{
-                    "key": "cloud.google.com/gke-accelerator", "operator": "In",
-                    "values": ["nvidia-h200-141gb", "nvidia-b200"]}]}]}}},
-            "tolerations": [{"operator": "Exists"}],
-            "hostNetwork": True,
-            "hostPID": True,
-            "volumes": host_volumes,
-            "initContainers": [{
-                "name": "nccl-rdma-installer",
-                "image": versions.system_image(image_key),
-                "resources": {"requests": {"cpu": "150m"}},
-                "securityContext": {"privileged": True},
-                "volumeMounts": [
-                    {"name": "library-dir-host", "mountPath": f"/usr/local{NVIDIA_HOST_DIR}/lib64"},
-                    {"name": "gib", "mountPath": f"/usr/local{GIB_HOST_DIR}"},
-                ],
-                "command": ["/bin/sh", "-c"],
-                "args": ["set -ex\n"
-                         f"/scripts/container_entry.sh {installer_arguments(autopilot)}\n"
-                         f"cp -r /var/lib/gib/lib64/. /usr/local{NVIDIA_HOST_DIR}/lib64\n"
-                         f"cp -r /var/lib/gib/. /usr/local{GIB_HOST_DIR}\n"
-                         "echo \"installation finishes\"\n"],
-            }],
-            "containers": [{"name": "pause", "image": versions.system_image("pause")}],
-        }
-        if not autopilot:
-            pod_spec["priorityClassName"] = "system-node-critical"
-            # Standard only (Autopilot keeps Google's manifest as published): the pause
-            # container that keeps the DaemonSet alive needs nothing, so it gets nothing.
-            pod_spec["automountServiceAccountToken"] = False
-            pod_spec["securityContext"] = {"seccompProfile": {"type": "RuntimeDefault"}}
-            pod_spec["containers"][0].update({
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
-                              "limits": {"cpu": "10m", "memory": "16Mi"}},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                    "runAsNonRoot": True, "runAsUser": 65535,
-                    "capabilities": {"drop": ["ALL"]}},
-            })
+        installer = core.ContainerArgs(
+            name="nccl-rdma-installer",
+            image=versions.system_image(image_key),
+            resources=core.ResourceRequirementsArgs(requests={"cpu": "150m"}),
+            security_context=core.SecurityContextArgs(privileged=True),
+            volume_mounts=[
+                core.VolumeMountArgs(name="library-dir-host", mount_path=f"/usr/local{NVIDIA_HOST_DIR}/lib64"),
+                core.VolumeMountArgs(name="gib", mount_path=f"/usr/local{GIB_HOST_DIR}"),
+            ],
+            command=["/bin/sh", "-c"],
+            args=["set -ex\n"
+                  f"/scripts/container_entry.sh {installer_arguments(autopilot)}\n"
+                  f"cp -r /var/lib/gib/lib64/. /usr/local{NVIDIA_HOST_DIR}/lib64\n"
+                  f"cp -r /var/lib/gib/. /usr/local{GIB_HOST_DIR}\n"
+                  "echo \"installation finishes\"\n"],
+        )
+        pause_image = versions.system_image("pause")
+        if autopilot:
+            # Google's Autopilot manifest as published.
+            pause = core.ContainerArgs(name="pause", image=pause_image)
+            standard_only = {}
+        else:
+            # Standard only: the pause container that keeps the DaemonSet alive needs nothing,
+            # so it gets nothing.
+            pause = core.ContainerArgs(
+                name="pause", image=pause_image,
+                resources=core.ResourceRequirementsArgs(
+                    requests={"cpu": "10m", "memory": "16Mi"}, limits={"cpu": "10m", "memory": "16Mi"}),
+                security_context=core.SecurityContextArgs(
+                    allow_privilege_escalation=False, read_only_root_filesystem=True,
+                    run_as_non_root=True, run_as_user=65535,
+                    capabilities=core.CapabilitiesArgs(drop=["ALL"])))
+            standard_only = dict(
+                priority_class_name="system-node-critical",
+                automount_service_account_token=False,
+                security_context=core.PodSecurityContextArgs(
+                    seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")))
+        pod_spec = core.PodSpecArgs(
+            affinity=core.AffinityArgs(node_affinity=core.NodeAffinityArgs(
+                required_during_scheduling_ignored_during_execution=core.NodeSelectorArgs(
+                    node_selector_terms=[core.NodeSelectorTermArgs(match_expressions=[
+                        core.NodeSelectorRequirementArgs(
+                            key="cloud.google.com/gke-accelerator", operator="In",
+                            values=["nvidia-h200-141gb", "nvidia-b200"])])]))),
+            tolerations=[core.TolerationArgs(operator="Exists")],
+            host_network=True,
+            host_pid=True,
+            volumes=host_volumes,
+            init_containers=[installer],
+            containers=[pause],
+            **standard_only,
+        )
         return k8s.apps.v1.DaemonSet(
             f"{name}-nccl-rdma-installer",
             metadata=k8s.meta.v1.ObjectMetaArgs(name="nccl-rdma-installer", namespace=namespace,
                                                 labels=labels),
-            spec={
-                "selector": {"matchLabels": labels},
-                "updateStrategy": {"type": "RollingUpdate"},
-                "template": {"metadata": {"labels": {"name": "nccl-rdma-installer", **labels}},
-                             "spec": pod_spec},
-            },
+            spec=k8s.apps.v1.DaemonSetSpecArgs(
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
+                update_strategy=k8s.apps.v1.DaemonSetUpdateStrategyArgs(type="RollingUpdate"),
+                template=core.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels={"name": "nccl-rdma-installer", **labels}),
+                    spec=pod_spec),
+            ),
             opts=self._k8s(depends_on=dependencies))
 
     def _network_policy_spec(self, args: KubeRayArgs) -> k8s.networking.v1.NetworkPolicySpecArgs:
