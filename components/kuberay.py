@@ -20,8 +20,8 @@ from components.kuberay_crds import crd_files
 from components.ray_cluster_updates import replacement_message, replacement_options
 from components.ray_pods import (DASHBOARD_PORT, GIB_HOST_DIR, GVNIC_NETWORK, METRICS_PORT,
                                  NVIDIA_HOST_DIR, RayPodsArgs, ray_cluster_spec, rdma_network,
-                                 worker_resources)
-from components.versions import load_versions
+                                 WorkerResources, worker_resources)
+from components.versions import ImageRow, load_versions
 
 if TYPE_CHECKING:
     from components.cluster import GkeCluster
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from components.gpu_capacity import GpuCapacity
     from components.networks import GpuNetworks
     from components.storage import SharedStorage
-    from components.versions import ImageRow
 
 KUBERAY_HELM_REPOSITORY = "https://ray-project.github.io/kuberay-helm/"
 HELM_OPERATOR_NAMESPACE = "kuberay-system"
@@ -141,6 +140,11 @@ class KubeRay(pulumi.ComponentResource):
     token_auth_message: str
     hf_secret: k8s.core.v1.Secret
     wandb_secret: Optional[k8s.core.v1.Secret]
+    provider: k8s.Provider               # GrpoJob's RayJob uses the same provider
+    row: ImageRow                        # the framework image the Ray pods run
+    worker: WorkerResources              # the GPU worker's size, as the RayCluster asks for it
+    crds: list[k8s.yaml.v2.ConfigGroup]  # helm only: the vendored CRDs
+    network_policy: k8s.networking.v1.NetworkPolicy
 
     def __init__(self, name: str, args: KubeRayArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gke-grpo:components:KubeRay", name, None, opts)
@@ -164,7 +168,7 @@ class KubeRay(pulumi.ComponentResource):
 
         # ---- the operator -------------------------------------------------------------------
         self.operator = None
-        self.crds: list[k8s.yaml.v2.ConfigGroup] = []
+        self.crds = []
         operator_ready: list[pulumi.Resource] = []
         if args.operator == "helm":
             version = args.helm_chart_version
