@@ -1,7 +1,9 @@
 """gke-grpo: one environment stack of GRPO fine-tuning infrastructure on GKE.
 
 Thin on purpose: read and validate the whole stack config (no resource is registered when it
-is invalid), build the components, export what operators need.
+is invalid), build the components, export what operators need. Each component takes its own
+args dataclass (<Component>Args), made from the config and its siblings' outputs by the
+`*_args` function beside it; no component sees the whole config.
 """
 
 import pulumi
@@ -9,7 +11,8 @@ import pulumi
 from components.config import load_stack_config, read_pulumi_config
 from components.cost import estimate_cost
 from components.cluster import GkeCluster, gke_cluster_args
-from components.grpo_job import GrpoJob, grpo_job_args, head_code_files, require_preflight, run_plan
+from components.grpo_job import GrpoJob, grpo_job_args, require_preflight, run_plan
+from components.head_code import head_code_files
 from components.gpu_capacity import GpuCapacity, gpu_capacity_args
 from components.kuberay import KubeRay, kuberay_args
 from components.networks import GpuNetworks, gpu_networks_args

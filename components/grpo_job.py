@@ -27,8 +27,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.config import NOT_SHOWN, ConfigError, Problem
-# head_code_files / HEAD_MODULES are re-exported: __main__.py and the tests import them from here.
-from components.head_code import HEAD_CODE_CONFIGMAP, HEAD_MODULES, SUBMITTER_LABELS, head_code_files  # noqa: F401
+from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS
 from jobs.spec import GrpoSpec
 
 if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move

@@ -9,7 +9,7 @@ import yaml
 
 import json
 
-from components.grpo_job import HEAD_MODULES, head_code_files
+from components.head_code import HEAD_MODULES, head_code_files
 from jobs.plan import PLAN_FILE, RUN_COMMAND, SHELL_SAFE, plan_from_dict
 from jobs.runs import check_no_secrets
 from tests.conftest import ROOT, preview_with
