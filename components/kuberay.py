@@ -281,12 +281,12 @@ class KubeRay(pulumi.ComponentResource):
     def _k8s(self, **kwargs) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self._provider, **kwargs)
 
-    def _network_objects(self, name: str, networks: KubeRayArgs) -> list[pulumi.Resource]:
+    def _network_objects(self, name: str, args: KubeRayArgs) -> list[pulumi.Resource]:
         """GKENetworkParamSet + Network per extra NIC, named from the network component's
         outputs (no VPC or subnet name typed twice). They must exist before GPU pods schedule."""
-        pairs = [(GVNIC_NETWORK, networks.gvnic_network, networks.gvnic_subnet, "NetDevice")]
-        pairs += [(rdma_network(i), networks.rdma_network, subnet, "RDMA")
-                  for i, subnet in enumerate(networks.rdma_subnets)]
+        pairs = [(GVNIC_NETWORK, args.gvnic_network, args.gvnic_subnet, "NetDevice")]
+        pairs += [(rdma_network(i), args.rdma_network, subnet, "RDMA")
+                  for i, subnet in enumerate(args.rdma_subnets)]
         created: list[pulumi.Resource] = []
         for object_name, vpc, subnet, mode in pairs:
             params = k8s.apiextensions.CustomResource(
