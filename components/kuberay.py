@@ -350,7 +350,6 @@ class KubeRay(pulumi.ComponentResource):
         if autopilot:
             # Google's Autopilot manifest as published.
             pause = core.ContainerArgs(name="pause", image=pause_image)
-            standard_only = {}
         else:
             # Standard only: the pause container that keeps the DaemonSet alive needs nothing,
             # so it gets nothing.
@@ -362,11 +361,6 @@ class KubeRay(pulumi.ComponentResource):
                     allow_privilege_escalation=False, read_only_root_filesystem=True,
                     run_as_non_root=True, run_as_user=65535,
                     capabilities=core.CapabilitiesArgs(drop=["ALL"])))
-            standard_only = dict(
-                priority_class_name="system-node-critical",
-                automount_service_account_token=False,
-                security_context=core.PodSecurityContextArgs(
-                    seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")))
         pod_spec = core.PodSpecArgs(
             affinity=core.AffinityArgs(node_affinity=core.NodeAffinityArgs(
                 required_during_scheduling_ignored_during_execution=core.NodeSelectorArgs(
@@ -380,7 +374,11 @@ class KubeRay(pulumi.ComponentResource):
             volumes=host_volumes,
             init_containers=[installer],
             containers=[pause],
-            **standard_only,
+            # Standard only (None: left out, as in Google's Autopilot manifest).
+            priority_class_name=None if autopilot else "system-node-critical",
+            automount_service_account_token=None if autopilot else False,
+            security_context=None if autopilot else core.PodSecurityContextArgs(
+                seccomp_profile=core.SeccompProfileArgs(type="RuntimeDefault")),
         )
         return k8s.apps.v1.DaemonSet(
             f"{name}-nccl-rdma-installer",
