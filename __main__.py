@@ -1,21 +1,24 @@
 """gke-grpo: one environment stack of GRPO fine-tuning infrastructure on GKE.
 
 Thin on purpose: read and validate the whole stack config (no resource is registered when it
-is invalid), build the components, export what operators need.
+is invalid), build the components, export what operators need. Each component takes its own
+args dataclass (<Component>Args), made from the config and its siblings' outputs by the
+`*_args` function beside it; no component sees the whole config.
 """
 
 import pulumi
 
 from components.config import load_stack_config, read_pulumi_config
 from components.cost import estimate_cost
-from components.cluster import GkeCluster
-from components.grpo_job import GrpoJob, head_code_files, require_preflight, run_plan
-from components.gpu_capacity import GpuCapacity
-from components.kuberay import KubeRay
-from components.networks import GpuNetworks
-from components.node_service_account import NodeServiceAccount
-from components.project_services import ProjectServices
-from components.storage import SharedStorage
+from components.cluster import GkeCluster, gke_cluster_args
+from components.grpo_job import GrpoJob, grpo_job_args, require_preflight, run_plan
+from components.head_code import head_code_files
+from components.gpu_capacity import GpuCapacity, gpu_capacity_args
+from components.kuberay import KubeRay, kuberay_args
+from components.networks import GpuNetworks, gpu_networks_args
+from components.node_service_account import NodeServiceAccount, node_service_account_args
+from components.project_services import ProjectServices, project_services_args
+from components.storage import SharedStorage, shared_storage_args
 from jobs.spec import spec_from_config
 
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
@@ -26,21 +29,23 @@ if config.job.enabled:
     require_preflight(spec)
 
 # A fresh project: the APIs first; every resource that calls one depends on them.
-apis = ProjectServices("apis", config).services
-networks = GpuNetworks("networks", config, services=apis)
-node_account = NodeServiceAccount("node-sa", config, services=apis)
-cluster = GkeCluster("cluster", config, networks, node_service_account=node_account, services=apis)
-capacity = GpuCapacity("gpu", config, cluster, networks)
-storage = SharedStorage("storage", config, cluster_network=networks.cluster_network,
-                        namespace=cluster.namespace_name, kubernetes_provider=cluster.provider,
-                        services=apis)
+apis = ProjectServices("apis", project_services_args(config)).services
+networks = GpuNetworks("networks", gpu_networks_args(config, services=apis))
+node_account = NodeServiceAccount("node-sa", node_service_account_args(config, services=apis))
+cluster = GkeCluster("cluster", gke_cluster_args(config, networks, node_service_account=node_account,
+                                                  services=apis))
+capacity = GpuCapacity("gpu", gpu_capacity_args(config, cluster, networks))
+storage = SharedStorage("storage", shared_storage_args(
+    config, cluster_network=networks.cluster_network, namespace=cluster.namespace_name,
+    kubernetes_provider=cluster.provider, services=apis))
 secrets = pulumi.Config("gke-grpo")
-kuberay = KubeRay("kuberay", config, networks=networks, cluster=cluster, capacity=capacity,
-                  storage=storage, hf_token=secrets.require_secret("hfToken"),
-                  wandb_api_key=secrets.get_secret("wandbApiKey"),
-                  head_code=head_code_files(run_plan(spec, config)))
+kuberay = KubeRay("kuberay", kuberay_args(
+    config, networks=networks, cluster=cluster, capacity=capacity, storage=storage,
+    hf_token=secrets.require_secret("hfToken"), wandb_api_key=secrets.get_secret("wandbApiKey"),
+    head_code=head_code_files(run_plan(spec, config))))
 # The submitter runs where the head runs: non-Spot CPU nodes.
-job = GrpoJob("job", config, spec, kuberay, submitter_node_selector=cluster.head_node_selector)
+job = GrpoJob("job", grpo_job_args(config, spec, kuberay,
+                                   submitter_node_selector=cluster.head_node_selector))
 
 pulumi.export("clusterNetwork", networks.cluster_network.name)
 pulumi.export("gvnicNetwork", networks.gvnic_network.name)

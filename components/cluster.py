@@ -15,14 +15,17 @@ masterAuthorizedNetworks (gke-grpo:cluster.controlPlaneAccess; docs/deploy.md).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.config import StackConfig
-from components.networks import GpuNetworks
-from components.node_service_account import NodeServiceAccount
+if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move
+    from components.config import ClusterConfig, HeadPool, LustreStorage, StackConfig
+    from components.networks import GpuNetworks
+    from components.node_service_account import NodeServiceAccount
 
 HEAD_POOL_NAME = "ray-head"
 # Fields GKE changes on an autoscaled, auto-upgraded pool; set on each pool (not a component).
@@ -59,7 +62,7 @@ def ray_operator_addon(enabled: bool) -> list:
     )]
 
 
-def control_plane_access(config: StackConfig) -> dict:
+def control_plane_access(cluster: ClusterConfig) -> dict:
     """Cluster arguments for the chosen control-plane access; never open to the internet.
 
     dns: the DNS-based endpoint accepts traffic from outside Google Cloud and IAM decides who
@@ -68,7 +71,7 @@ def control_plane_access(config: StackConfig) -> dict:
     Private nodes either way. Same shape as Cluster Toolkit's gke-cluster module
     (private_cluster_config, master_authorized_networks_config, control_plane_endpoints_config;
     main.tf @104708037)."""
-    dns = config.cluster.control_plane_access == "dns"
+    dns = cluster.control_plane_access == "dns"
     return dict(
         private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
             enable_private_nodes=True, enable_private_endpoint=dns),
@@ -78,7 +81,7 @@ def control_plane_access(config: StackConfig) -> dict:
         master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
             cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
                 cidr_block=n.cidr_block, display_name=n.display_name)
-                for n in config.cluster.master_authorized_networks],
+                for n in cluster.master_authorized_networks],
             gcp_public_cidrs_access_enabled=False),
         control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
             dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
@@ -112,6 +115,51 @@ def kubeconfig(name: str, endpoint: str, ca_certificate: str | None) -> str:
     }, sort_keys=True)
 
 
+@dataclass(frozen=True)
+class GkeClusterArgs:
+    project: str
+    region: str
+    zone: str
+    stack: str
+    environment: str
+    autopilot: bool
+    deletion_protection: bool
+    cluster: ClusterConfig                 # gke-grpo:cluster (name, access, maintenance, version)
+    head_pool: Optional[HeadPool]    # Standard: the Ray head's CPU pool
+    storage_kind: str                      # which storage CSI addon to turn on
+    lustre: Optional[LustreStorage]        # the Lustre settings when storage_kind is lustre
+    ray_operator_addon: bool               # KubeRay from GKE's Ray addon (else Helm)
+    workload_namespace: str                # the namespace the Ray cluster runs in
+    # From GpuNetworks:
+    cluster_network_id: pulumi.Input[str]
+    cluster_subnet_id: pulumi.Input[str]
+    pod_range_name: str
+    service_range_name: str
+    # From NodeServiceAccount (None: the nodes' default account, tests only):
+    node_service_account_email: Optional[pulumi.Input[str]] = None
+    node_service_account_grants: list[pulumi.Resource] = ()
+    services: list[pulumi.Resource] = ()   # the APIs (ProjectServices) the cluster needs first
+
+
+def gke_cluster_args(config: StackConfig, networks: GpuNetworks,
+                     node_service_account: Optional[NodeServiceAccount] = None,
+                     services: list[pulumi.Resource] = ()) -> GkeClusterArgs:
+    storage = config.storage
+    return GkeClusterArgs(
+        project=config.project, region=config.region, zone=config.zone, stack=config.stack,
+        environment=config.environment, autopilot=config.autopilot,
+        deletion_protection=config.deletion_protection, cluster=config.cluster,
+        head_pool=config.head_pool, storage_kind=storage.kind,
+        lustre=storage.lustre if storage.kind == "lustre" and storage.lustre else None,
+        ray_operator_addon=config.kuberay.operator == "addon",
+        workload_namespace=config.kuberay.namespace,
+        cluster_network_id=networks.cluster_network.id, cluster_subnet_id=networks.cluster_subnet.id,
+        pod_range_name=networks.pod_range_name, service_range_name=networks.service_range_name,
+        node_service_account_email=node_service_account.email if node_service_account else None,
+        node_service_account_grants=list(node_service_account.grants) if node_service_account else [],
+        services=list(services))
+
+
 class GkeCluster(pulumi.ComponentResource):
     cluster: gcp.container.Cluster
     head_pool: gcp.container.NodePool | None
@@ -120,27 +168,25 @@ class GkeCluster(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
     namespace_name: pulumi.Output[str]
     head_node_selector: dict[str, str]
+    node_service_account_email: Optional[pulumi.Input[str]]   # the GPU pools run as it too
+    endpoint: pulumi.Output[str]
 
-    def __init__(self, name: str, config: StackConfig, networks: GpuNetworks,
-                 node_service_account: NodeServiceAccount | None = None,
-                 services: list[pulumi.Resource] = (),
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:GkeCluster", name, None, opts)
         # container.googleapis.com first; nodes boot as their service account once its role is
         # granted (they write logs and metrics from the start).
-        before = [*services, *(node_service_account.grants if node_service_account else [])]
-        node_sa_email = node_service_account.email if node_service_account else None
+        before = [*args.services, *args.node_service_account_grants]
+        node_sa_email = args.node_service_account_email
         # GPU pools (GpuCapacity) run as the same account.
         self.node_service_account_email = node_sa_email
-        cluster_config = config.cluster
-        storage = config.storage
-        lustre = storage.lustre if storage.kind == "lustre" and storage.lustre else None
+        cluster_config = args.cluster
+        lustre = args.lustre
 
         addons = gcp.container.ClusterAddonsConfigArgs(
             gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(
-                enabled=storage.kind == "gcs"),
+                enabled=args.storage_kind == "gcs"),
             lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(
-                enabled=storage.kind == "lustre",
+                enabled=args.storage_kind == "lustre",
                 # One validated choice (gke-grpo:storage.lustre.legacyPort) decides the cluster
                 # port, the instance's gke_support_enabled and the firewall together.
                 enable_legacy_lustre_port=bool(lustre and lustre.legacy_port),
@@ -150,7 +196,7 @@ class GkeCluster(pulumi.ComponentResource):
             ),
             # The GKE Ray addon and the kuberay-operator Helm release must never both run:
             # config validation refuses a Helm chart version next to the addon.
-            ray_operator_configs=ray_operator_addon(config.kuberay.operator == "addon"),
+            ray_operator_configs=ray_operator_addon(args.ray_operator_addon),
         )
         window = cluster_config.maintenance_window
         maintenance = gcp.container.ClusterMaintenancePolicyArgs(
@@ -169,32 +215,32 @@ class GkeCluster(pulumi.ComponentResource):
         )
         common = dict(
             name=cluster_config.name,
-            project=config.project,
+            project=args.project,
             # A regional control plane survives a zonal outage; GPU nodes stay in one zone.
-            location=config.region,
-            network=networks.cluster_network.id,
-            subnetwork=networks.cluster_subnet.id,
+            location=args.region,
+            network=args.cluster_network_id,
+            subnetwork=args.cluster_subnet_id,
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
-                cluster_secondary_range_name=networks.pod_range_name,
-                services_secondary_range_name=networks.service_range_name,
+                cluster_secondary_range_name=args.pod_range_name,
+                services_secondary_range_name=args.service_range_name,
             ),
             enable_multi_networking=True,
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=cluster_config.release_channel),
             min_master_version=cluster_config.min_master_version,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
-                workload_pool=f"{config.project}.svc.id.goog"),
+                workload_pool=f"{args.project}.svc.id.goog"),
             addons_config=addons,
             maintenance_policy=maintenance,
             monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
                 enable_components=MONITORING_COMPONENTS,
                 managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True),
             ),
-            deletion_protection=config.deletion_protection,
-            resource_labels={"gke-grpo-stack": config.stack, "gke-grpo-environment": config.environment},
-            **control_plane_access(config),
+            deletion_protection=args.deletion_protection,
+            resource_labels={"gke-grpo-stack": args.stack, "gke-grpo-environment": args.environment},
+            **control_plane_access(cluster_config),
         )
-        if config.autopilot:
+        if args.autopilot:
             self.cluster = gcp.container.Cluster(
                 f"{name}", enable_autopilot=True, **common,
                 # Autopilot's nodes run as this account (never the Compute Engine default).
@@ -233,15 +279,15 @@ class GkeCluster(pulumi.ComponentResource):
 
         self.head_pool = None
         self.head_node_selector = {}
-        head = config.head_pool
+        head = args.head_pool
         if head is not None:
             self.head_pool = gcp.container.NodePool(
                 f"{name}-{HEAD_POOL_NAME}",
                 name=HEAD_POOL_NAME,
-                project=config.project,
-                location=config.region,
+                project=args.project,
+                location=args.region,
                 cluster=self.cluster.name,
-                node_locations=[config.zone],
+                node_locations=[args.zone],
                 initial_node_count=head.min_nodes,
                 autoscaling=gcp.container.NodePoolAutoscalingArgs(
                     total_min_node_count=head.min_nodes, total_max_node_count=head.max_nodes,
@@ -263,7 +309,7 @@ class GkeCluster(pulumi.ComponentResource):
             )
             self.head_node_selector = {"cloud.google.com/gke-nodepool": HEAD_POOL_NAME}
 
-        if config.cluster.control_plane_access == "dns":
+        if cluster_config.control_plane_access == "dns":
             # The IP endpoint is private: Pulumi, kubectl and reviewers use the DNS endpoint.
             endpoint = self.cluster.control_plane_endpoints_config.apply(
                 lambda endpoints: endpoints.dns_endpoint_config.endpoint)
@@ -274,7 +320,7 @@ class GkeCluster(pulumi.ComponentResource):
         self.endpoint = endpoint
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(
             self.cluster.name, endpoint, ca_certificate,
-        ).apply(lambda parts: kubeconfig(f"gke_{config.project}_{config.region}_{parts[0]}", parts[1], parts[2])))
+        ).apply(lambda parts: kubeconfig(f"gke_{args.project}_{args.region}_{parts[0]}", parts[1], parts[2])))
         self.provider = k8s.Provider(
             f"{name}-kubernetes",
             kubeconfig=self.kubeconfig,
@@ -285,7 +331,7 @@ class GkeCluster(pulumi.ComponentResource):
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-workloads",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=config.kuberay.namespace,
+                name=args.workload_namespace,
                 labels={"app.kubernetes.io/part-of": "gke-grpo"},
             ),
             opts=pulumi.ResourceOptions(parent=self, provider=self.provider),

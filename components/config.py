@@ -1323,7 +1323,7 @@ class _Rules:
             return
         shape = MACHINE_SHAPES[self.gpu.type]
         # Same headroom as components/kuberay.py: system DaemonSets need room on the node.
-        from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
+        from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB, worker_size_limit
         sidecar_cpu, sidecar_memory, sidecar_note = 0.0, 0.0, ""
         if self.storage is not None and self.storage.kind == "gcs" and self.cluster is not None:
             # The gcsfuse sidecar shares the worker's node; with a limit its request counts.
@@ -1336,8 +1336,7 @@ class _Rules:
                 pass  # an unreadable quantity is reported by _check_gcs
             if sidecar_cpu or sidecar_memory:
                 sidecar_note = f" and the gcsfuse sidecar takes {limits.cpu} CPU, {limits.memory}"
-        max_cpu = int(shape.allocatable_cpu - SYSTEM_RESERVE_CPU - sidecar_cpu)
-        max_memory = int(shape.allocatable_memory_gib - SYSTEM_RESERVE_MEMORY_GIB - sidecar_memory)
+        max_cpu, max_memory = worker_size_limit(shape.allocatable_cpu, shape.allocatable_memory_gib, sidecar_cpu, sidecar_memory)
         if worker.cpu is not None and worker.cpu > max_cpu:
             self.add("kuberay.worker.cpu", worker.cpu, f"at most {max_cpu}: {shape.machine_type} "
                      f"has ~{shape.allocatable_cpu:.2f} allocatable CPUs and GKE's system "

@@ -22,8 +22,8 @@ container's termination message (`kubectl describe pod`, `kubectl get pod -o yam
 
 from __future__ import annotations
 
-# Where the worker pod mounts the node's driver (components/kuberay.py NVIDIA_MOUNT; a test
-# keeps them equal: importing kuberay here would be circular).
+# Where the worker pod mounts the node's driver (components/ray_pods.py NVIDIA_MOUNT; a test
+# keeps them equal: importing ray_pods here would be circular).
 NVIDIA_MOUNT = "/usr/local/nvidia"
 INIT_CONTAINER_NAME = "gpu-health"
 # The query fields, as `nvidia-smi --help-query-gpu` names them.

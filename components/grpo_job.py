@@ -19,25 +19,21 @@ The jobs code (driver, GPU wait, data preparation) reaches the head through the 
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.config import NOT_SHOWN, ConfigError, Problem, StackConfig
-from components.kuberay import SUBMITTER_LABELS, KubeRay
+from components.config import NOT_SHOWN, ConfigError, Problem
+from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS
 from jobs.spec import GrpoSpec
 
-JOBS_DIR = Path(__file__).resolve().parent.parent / "jobs"
-# Standard-library (plus ray/pyarrow/huggingface_hub, present in the framework images) modules
-# the entrypoint runs on the Ray head before training starts.
-HEAD_MODULES = ("__init__.py", "layout.py", "spec.py", "wait_for_gpus.py", "prepare.py",
-                "plan.py", "run.py", "timeline.py", "checkpoints.py",
-                "health.py")
-HEAD_CODE_ROOT = "/opt/gke-grpo"
-HEAD_CODE_CONFIGMAP = "grpo-jobs-code"
+if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move
+    from components.config import JobConfig, StackConfig
+    from components.kuberay import KubeRay
+
 # The RayJob submitter's pod: labelled for the NetworkPolicy (dashboard port 8265 admitted from
 # pods with this label, INTERFACES.md), small, on the head's non-Spot CPU nodes.
 SUBMITTER_ROLE_LABEL = SUBMITTER_LABELS
@@ -61,31 +57,6 @@ def require_preflight(spec: GrpoSpec) -> None:
         raise ConfigError(errors)
     for finding in findings:
         pulumi.log.warn(f"preflight: {finding.key}: {finding.message}")
-
-
-def head_code_files(plan: str) -> dict[str, str]:
-    """The head's jobs ConfigMap: the jobs modules the driver runs, and the run's plan."""
-    from jobs.plan import PLAN_FILE
-
-    return {**{name: (JOBS_DIR / name).read_text() for name in HEAD_MODULES}, PLAN_FILE: plan}
-
-
-def head_code_mount() -> tuple[list[dict], list[dict], list[dict]]:
-    """Volumes, volume mounts and env that put the jobs package on the head's PYTHONPATH and the
-    run plan at jobs.plan.PLAN_PATH. Whole-directory mounts (no subPath): the kubelet refreshes
-    them when the ConfigMap changes, so a new plan reaches the head without a pod restart."""
-    from jobs.plan import PLAN_DIR, PLAN_FILE
-
-    volumes = [
-        {"name": "jobs-code", "configMap": {
-            "name": HEAD_CODE_CONFIGMAP, "items": [{"key": name, "path": name} for name in HEAD_MODULES]}},
-        {"name": "run-plan", "configMap": {
-            "name": HEAD_CODE_CONFIGMAP, "items": [{"key": PLAN_FILE, "path": PLAN_FILE}]}},
-    ]
-    mounts = [{"name": "jobs-code", "mountPath": f"{HEAD_CODE_ROOT}/jobs", "readOnly": True},
-              {"name": "run-plan", "mountPath": PLAN_DIR, "readOnly": True}]
-    env = [{"name": "PYTHONPATH", "value": HEAD_CODE_ROOT}]
-    return volumes, mounts, env
 
 
 def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
@@ -181,8 +152,7 @@ def rayjob_ignored_fields(spec: dict) -> list[str]:
     return sorted(f"spec.{key}" for key in spec if key not in RAYJOB_IDENTITY_FIELDS)
 
 
-def update_policy_message(spec: GrpoSpec, config: StackConfig) -> str:
-    job = config.job
+def update_policy_message(spec: GrpoSpec, job: JobConfig) -> str:
     return (f"RayJob {rayjob_name(spec)} (Ray job {spec.submission_id()}): a change of "
             "job.activeDeadlineSeconds, job.gpuWaitSeconds or job.maxRestarts (now "
             f"{job.active_deadline_seconds}s, {job.gpu_wait_seconds}s, {job.max_restarts}) "
@@ -193,36 +163,61 @@ def update_policy_message(spec: GrpoSpec, config: StackConfig) -> str:
             "jobId and replaces it (the old Ray job is stopped first).")
 
 
+@dataclass(frozen=True)
+class GrpoJobArgs:
+    enabled: bool                        # gke-grpo:job.enabled: submit the run as a RayJob
+    spec: GrpoSpec
+    job: JobConfig                       # the budgets named in the update policy
+    health_gate_warning: Optional[str]   # said on every preview when the gate is weakened
+    # From KubeRay:
+    ray_cluster_name: str
+    namespace: pulumi.Output[str]
+    kubernetes_provider: k8s.Provider
+    ray_cluster: pulumi.Resource
+    # The submitter runs where the head runs (GkeCluster's head pool; {} on Autopilot).
+    submitter_node_selector: Optional[dict[str, str]] = None
+
+
+def grpo_job_args(config: StackConfig, spec: GrpoSpec, kuberay: KubeRay,
+                  submitter_node_selector: Optional[dict[str, str]] = None) -> GrpoJobArgs:
+    from components.health_gate import health_gate_warning
+
+    return GrpoJobArgs(
+        enabled=config.job.enabled, spec=spec, job=config.job,
+        health_gate_warning=health_gate_warning(config),
+        ray_cluster_name=kuberay.ray_cluster_name, namespace=kuberay.namespace,
+        kubernetes_provider=kuberay.provider, ray_cluster=kuberay.ray_cluster,
+        submitter_node_selector=submitter_node_selector)
+
+
 class GrpoJob(pulumi.ComponentResource):
     rayjob: Optional[k8s.apiextensions.CustomResource]
     update_policy: str          # what a config change does to a live run (exported, previewed)
     spec: GrpoSpec
     submission_id: str
 
-    def __init__(self, name: str, config: StackConfig, spec: GrpoSpec, kuberay: KubeRay,
-                 submitter_node_selector: Optional[dict[str, str]] = None,
-                 opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GrpoJobArgs, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("gke-grpo:components:GrpoJob", name, None, opts)
-        from components.health_gate import health_gate_warning
-        if health_gate_warning(config):
-            pulumi.log.warn(health_gate_warning(config), resource=self)
+        if args.health_gate_warning:
+            pulumi.log.warn(args.health_gate_warning, resource=self)
+        spec = args.spec
         self.spec = spec
         self.submission_id = spec.submission_id()
         self.rayjob = None
-        self.update_policy = update_policy_message(spec, config) if config.job.enabled else ""
-        if config.job.enabled:
-            job_spec = rayjob_spec(spec, kuberay.ray_cluster_name, submitter_node_selector)
+        self.update_policy = update_policy_message(spec, args.job) if args.enabled else ""
+        if args.enabled:
+            job_spec = rayjob_spec(spec, args.ray_cluster_name, args.submitter_node_selector)
             self.rayjob = k8s.apiextensions.CustomResource(
                 f"{name}-rayjob",
                 api_version="ray.io/v1",
                 kind="RayJob",
                 metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=rayjob_name(spec), namespace=kuberay.namespace,
+                    name=rayjob_name(spec), namespace=args.namespace,
                     labels={"app.kubernetes.io/part-of": "gke-grpo", "gke-grpo/run": spec.short_hash}),
                 spec=job_spec,
                 opts=pulumi.ResourceOptions(
-                    parent=self, provider=kuberay.provider,
-                    depends_on=[kuberay.ray_cluster],
+                    parent=self, provider=args.kubernetes_provider,
+                    depends_on=[args.ray_cluster],
                     # A new run or attempt (jobId, with the name) replaces the RayJob, the old
                     # one first so two attempts never hold the same GPUs; nothing else of it
                     # ever stops a live run (module docstring).

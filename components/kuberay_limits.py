@@ -6,5 +6,17 @@ DCGM exporter, the NCCL installer's pause container) take this much: an estimate
 measurement; `kubectl describe node` shows the real figure on a running node.
 """
 
+import math
+
 SYSTEM_RESERVE_CPU = 6
 SYSTEM_RESERVE_MEMORY_GIB = 64
+
+
+def worker_size_limit(allocatable_cpu: float, allocatable_memory_gib: float,
+                      sidecar_cpu: float = 0, sidecar_memory_gib: float = 0) -> tuple[int, int]:
+    """The most CPU and GiB a GPU worker container can request on its node: the machine's
+    allocatable minus the system reserve and the gcsfuse sidecar. The one place this is
+    computed: the config rules cap a configured size with it, the KubeRay component sizes the
+    default worker with it."""
+    return (math.floor(allocatable_cpu - SYSTEM_RESERVE_CPU - sidecar_cpu),
+            math.floor(allocatable_memory_gib - SYSTEM_RESERVE_MEMORY_GIB - sidecar_memory_gib))

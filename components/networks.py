@@ -10,10 +10,31 @@ lets them pull images and models; the cluster VPC carries jumbo frames like the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import pulumi
 import pulumi_gcp as gcp
 
-from components.config import StackConfig
+if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move
+    from components.config import NetworkConfig, ResourceNames, StackConfig
+
+
+@dataclass(frozen=True)
+class GpuNetworksArgs:
+    project: str
+    region: str
+    names: ResourceNames           # every GCP name, derived from the cluster name
+    network: NetworkConfig         # CIDRs and MTUs (gke-grpo:network)
+    rdma_network_profile: str      # the zone's RoCE profile, set when the RDMA VPC is created
+    services: list[pulumi.Resource] = ()  # the APIs (ProjectServices) the networks need first
+
+
+def gpu_networks_args(config: StackConfig, services: list[pulumi.Resource] = ()) -> GpuNetworksArgs:
+    return GpuNetworksArgs(project=config.project, region=config.region, names=config.names,
+                           network=config.network,
+                           rdma_network_profile=config.rdma_network_profile,
+                           services=list(services))
 
 
 class GpuNetworks(pulumi.ComponentResource):
@@ -29,22 +50,21 @@ class GpuNetworks(pulumi.ComponentResource):
     pod_range_name: str
     service_range_name: str
 
-    def __init__(self, name: str, config: StackConfig, *, services: list[pulumi.Resource] = (),
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: GpuNetworksArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:GpuNetworks", name, None, opts)
-        names = config.names
-        network = config.network
+        names = args.names
+        network = args.network
         child = pulumi.ResourceOptions(parent=self)
         # The networks need compute.googleapis.com enabled first (ProjectServices); everything
         # else here depends on a network, so on the APIs through it.
-        root = pulumi.ResourceOptions(parent=self, depends_on=list(services))
+        root = pulumi.ResourceOptions(parent=self, depends_on=list(args.services))
 
         # The cluster gets a VPC of its own: the tutorials' `default` network is shared with
         # whatever else lives in the project, and its auto subnets overlap nothing we control.
         self.cluster_network = gcp.compute.Network(
             f"{name}-cluster",
             name=names.cluster_network,
-            project=config.project,
+            project=args.project,
             auto_create_subnetworks=False,
             routing_mode="REGIONAL",
             # Lustre traffic and NCCL's bootstrap run on eth0, on this VPC: jumbo frames
@@ -58,8 +78,8 @@ class GpuNetworks(pulumi.ComponentResource):
         self.cluster_subnet = gcp.compute.Subnetwork(
             f"{name}-cluster",
             name=names.cluster_subnet,
-            project=config.project,
-            region=config.region,
+            project=args.project,
+            region=args.region,
             network=self.cluster_network.id,
             ip_cidr_range=network.cluster_subnet_cidr,
             private_ip_google_access=True,
@@ -78,16 +98,16 @@ class GpuNetworks(pulumi.ComponentResource):
         self.router = gcp.compute.Router(
             f"{name}-router",
             name=names.router,
-            project=config.project,
-            region=config.region,
+            project=args.project,
+            region=args.region,
             network=self.cluster_network.id,
             opts=child,
         )
         self.nat = gcp.compute.RouterNat(
             f"{name}-nat",
             name=names.nat,
-            project=config.project,
-            region=config.region,
+            project=args.project,
+            region=args.region,
             router=self.router.name,
             nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
@@ -98,7 +118,7 @@ class GpuNetworks(pulumi.ComponentResource):
         self.gvnic_network = gcp.compute.Network(
             f"{name}-gvnic",
             name=names.gvnic_network,
-            project=config.project,
+            project=args.project,
             auto_create_subnetworks=False,
             mtu=network.gvnic_mtu,
             opts=root,
@@ -106,8 +126,8 @@ class GpuNetworks(pulumi.ComponentResource):
         self.gvnic_subnet = gcp.compute.Subnetwork(
             f"{name}-gvnic",
             name=names.gvnic_subnet,
-            project=config.project,
-            region=config.region,
+            project=args.project,
+            region=args.region,
             network=self.gvnic_network.id,
             ip_cidr_range=network.gvnic_subnet_cidr,
             opts=child,
@@ -116,7 +136,7 @@ class GpuNetworks(pulumi.ComponentResource):
         self.gvnic_firewall = gcp.compute.Firewall(
             f"{name}-gvnic-internal",
             name=names.gvnic_firewall,
-            project=config.project,
+            project=args.project,
             network=self.gvnic_network.id,
             direction="INGRESS",
             source_ranges=[network.gvnic_subnet_cidr],
@@ -133,10 +153,10 @@ class GpuNetworks(pulumi.ComponentResource):
         self.rdma_network = gcp.compute.Network(
             f"{name}-rdma",
             name=names.rdma_network,
-            project=config.project,
+            project=args.project,
             auto_create_subnetworks=False,
             mtu=network.rdma_mtu,
-            network_profile=config.rdma_network_profile,
+            network_profile=args.rdma_network_profile,
             opts=root,
         )
         # Each subnet depends on the network only, so the engine creates all of them at once
@@ -145,8 +165,8 @@ class GpuNetworks(pulumi.ComponentResource):
             gcp.compute.Subnetwork(
                 f"{name}-rdma-{index}",
                 name=names.rdma_subnet(index),
-                project=config.project,
-                region=config.region,
+                project=args.project,
+                region=args.region,
                 network=self.rdma_network.id,
                 ip_cidr_range=cidr,
                 opts=child,

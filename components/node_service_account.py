@@ -14,6 +14,8 @@ Workload Identity Federation (GKE_METADATA on every pool).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -22,30 +24,45 @@ from components.config import StackConfig
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount",)
 
 
+@dataclass(frozen=True)
+class NodeServiceAccountArgs:
+    project: str
+    account_id: str
+    display_name: str
+    services: list[pulumi.Resource]     # the APIs (ProjectServices) the account needs first
+
+
+def node_service_account_args(config: StackConfig, services: list[pulumi.Resource]) -> NodeServiceAccountArgs:
+    return NodeServiceAccountArgs(
+        project=config.project, account_id=config.node_service_account_id,
+        display_name=f"GKE nodes of {config.cluster.name} (gke-grpo {config.stack})",
+        services=list(services))
+
+
 class NodeServiceAccount(pulumi.ComponentResource):
     account: gcp.serviceaccount.Account
     email: pulumi.Output[str]
     grants: list[gcp.projects.IAMMember]
 
-    def __init__(self, name: str, config: StackConfig, *, services: list[pulumi.Resource],
+    def __init__(self, name: str, args: NodeServiceAccountArgs,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:NodeServiceAccount", name, None, opts)
         self.account = gcp.serviceaccount.Account(
             f"{name}",
-            account_id=config.node_service_account_id,
-            project=config.project,
-            display_name=f"GKE nodes of {config.cluster.name} (gke-grpo {config.stack})",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=services),
+            account_id=args.account_id,
+            project=args.project,
+            display_name=args.display_name,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=args.services),
         )
         self.email = self.account.email
         member = pulumi.Output.concat("serviceAccount:", self.account.email)
         self.grants = [
             gcp.projects.IAMMember(
                 f"{name}-{role.split('/')[-1].replace('.', '-').lower()}",
-                project=config.project,
+                project=args.project,
                 role=role,
                 member=member,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=services),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=args.services),
             )
             for role in NODE_ROLES
         ]

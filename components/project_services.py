@@ -9,6 +9,8 @@ break other resources that use it).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -32,28 +34,38 @@ STORAGE_SERVICES = {
 }
 
 
-def required_services(config: StackConfig) -> dict[str, str]:
+def required_services(storage_kind: str) -> dict[str, str]:
     """Every API the stack's resources and invokes call, with the reason."""
-    return {**BASE_SERVICES, **STORAGE_SERVICES[config.storage.kind]}
+    return {**BASE_SERVICES, **STORAGE_SERVICES[storage_kind]}
+
+
+@dataclass(frozen=True)
+class ProjectServicesArgs:
+    project: str
+    storage_kind: str    # "gcs" or "lustre": which storage APIs to enable
+
+
+def project_services_args(config: StackConfig) -> ProjectServicesArgs:
+    return ProjectServicesArgs(project=config.project, storage_kind=config.storage.kind)
 
 
 class ProjectServices(pulumi.ComponentResource):
     services: list[gcp.projects.Service]
     by_api: dict[str, gcp.projects.Service]
 
-    def __init__(self, name: str, config: StackConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: ProjectServicesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:ProjectServices", name, None, opts)
         self.by_api: dict[str, gcp.projects.Service] = {
             api: gcp.projects.Service(
                 f"{name}-{api.split('.')[0]}",
-                project=config.project,
+                project=args.project,
                 service=api,
                 disable_on_destroy=False,
                 # Services that depend on this one stay enabled too.
                 disable_dependent_services=False,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for api in sorted(required_services(config))
+            for api in sorted(required_services(args.storage_kind))
         }
         self.services = list(self.by_api.values())
         self.register_outputs({"services": [s.service for s in self.services]})

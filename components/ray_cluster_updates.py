@@ -1,6 +1,7 @@
 """How RayCluster changes reach the pods, and how a GPU worker refuses to start without RDMA.
 
-Pure functions used by components/kuberay.py (kept apart so the component stays small).
+Pure functions used by components/kuberay.py and components/ray_pods.py (kept apart so the
+component stays small).
 
 Updates. KubeRay recreates a RayCluster's pods after a spec change only with
 ``spec.upgradeStrategy.type: Recreate`` (ray-operator/apis/ray/v1/raycluster_types.go: the field

@@ -28,18 +28,16 @@ Facts relied on, all looked up 2026-12-01 (collected in the project's storage re
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from jobs.layout import DATA_LAYOUT, MOUNT_PATH, DataLayout
-from components.config import (
-    GcsStorage, LustreStorage, StackConfig, cpu_cores, quantity_bytes, version_at_least,
-)
+from components.config import GcsStorage, LustreStorage, StackConfig, quantity_bytes  # noqa: F401
 
 # --------------------------------------------------------------------------------------------
 # What pods see: one volume, one mount path, one layout under it.
@@ -55,150 +53,34 @@ HEAD_CLAIM_NAME = "shared-data-head"
 # the bucket grant names; on lustre it only keeps the pods off the namespace's `default` account.
 SERVICE_ACCOUNT_NAME = "grpo-workload"
 
-# --------------------------------------------------------------------------------------------
-# Cloud Storage FUSE
-# --------------------------------------------------------------------------------------------
-
-GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
-BUCKET_ROLE = "roles/storage.objectUser"
-# Cloud Storage has no capacity: Kubernetes requires the field on a PV and checks only that the
-# claim asks for no more. Nominal, and the same on PV and PVC.
-GCS_NOMINAL_CAPACITY = "1Ti"
-
-# Streaming writes buffer 32 MiB blocks in the sidecar's memory ([PARAMS] write.block-size-mb).
-WRITE_BLOCK_MIB = 32
-# GKE's own choice for a3-ultragpu-8g / a4-highgpu-8g ("high-performance" machine group,
-# [PARAMS] write.global-max-blocks), used when the sidecar's memory is unlimited.
-UNLIMITED_MEMORY_WRITE_BLOCKS = 1600
-# Bounded metadata caches: the stat and type caches live in the sidecar's memory, which is
-# capped on Autopilot (-1, "unlimited", is how the sidecar OOMs). 1024/128 MiB are GKE's
-# machine-based values for A3/A4 ([PARAMS]); 1024 MiB holds ~630,000 entries of ~1,688 bytes.
-STAT_CACHE_MIB = 1024
-TYPE_CACHE_MIB = 128
-# HNS-less buckets: a directory rename copies every object below it; NeMo RL renames
-# tmp_step_N -> step_N. 200000 is the value of the aiml-checkpointing profile ([PARAMS]).
-RENAME_DIR_LIMIT = 200_000
-# Kernel read-ahead for the FUSE mount, as in Google's inference recipe [PERF].
-READ_AHEAD_KB = 1024
-# Minimum GKE versions of the options below ([REL], [PERF]): older nodes refuse them.
-STREAMING_WRITES_MIN_GKE = "1.32.1-gke.1753001"
-READ_AHEAD_MIN_GKE = "1.32.2-gke.1297001"
-
-# Sidecar resources when the config leaves them unset. Standard: "0" removes the limit so
-# gcsfuse may use the node's idle CPU and memory (Standard only [TRBL]; [PERF] recommends it).
-# Autopilot refuses "0" and needs explicit limits (also the requests: an unset request copies
-# the limit [WHCFG]); the values are a budget taken from the pod's share of the node.
-STANDARD_SIDECAR_CPU = "0"
-STANDARD_SIDECAR_MEMORY = "0"
-AUTOPILOT_SIDECAR_CPU = "8"
-AUTOPILOT_SIDECAR_MEMORY = "32Gi"
-# The file cache is an emptyDir on node ephemeral storage (Local SSD on A3 Ultra and A4 [PERF]),
-# counted against the sidecar's ephemeral-storage limit, which must exceed it [PERF]. The
-# headroom also holds files staged when a write cannot stream (non-sequential writes).
-EPHEMERAL_HEADROOM_MIN_GIB = 50
-EPHEMERAL_HEADROOM_FRACTION = 0.10
-
-@dataclass(frozen=True)
-class SidecarLimits:
-    cpu: str
-    memory: str
-    ephemeral_storage: str
-
-    def budget(self) -> tuple[float, float]:
-        """CPU cores and GiB the sidecar takes from its pod's node ("0", unlimited, reserves
-        nothing up front)."""
-        return cpu_cores(self.cpu), quantity_bytes(self.memory) / 2**30
-
-
-def gcsfuse_sidecar_limits(gcs: GcsStorage, autopilot: bool) -> SidecarLimits:
-    """The gcsfuse sidecar's limits: config values when set, otherwise per cluster mode."""
-    headroom = max(EPHEMERAL_HEADROOM_MIN_GIB,
-                   math.ceil(gcs.file_cache_size_gib * EPHEMERAL_HEADROOM_FRACTION))
-    return SidecarLimits(
-        cpu=gcs.sidecar_cpu_limit or (AUTOPILOT_SIDECAR_CPU if autopilot else STANDARD_SIDECAR_CPU),
-        memory=gcs.sidecar_memory_limit or (
-            AUTOPILOT_SIDECAR_MEMORY if autopilot else STANDARD_SIDECAR_MEMORY),
-        ephemeral_storage=gcs.sidecar_ephemeral_storage_limit
-        or f"{gcs.file_cache_size_gib + headroom}Gi",
-    )
-
-
-# The Ray head mounts /data too but reads little through it (the data-preparation step writes
-# the model with streaming writes; the driver reads a tokenizer and small parquet files): its
-# sidecar gets a small budget, not the GPU workers' (an unset request copies the limit, so the
-# workers' 550Gi of ephemeral storage would never fit the head's node).
-HEAD_SIDECAR_STANDARD = SidecarLimits(cpu="0", memory="0", ephemeral_storage="50Gi")
-# Autopilot: a pod without local SSD gets at most 10 GiB of ephemeral storage, sidecars
-# included (data/autopilot-gpu-limits.yaml); the head's claim has no file cache, so the sidecar
-# needs little (staging of the rare non-streaming write).
-HEAD_SIDECAR_AUTOPILOT = SidecarLimits(cpu="1", memory="4Gi", ephemeral_storage="4Gi")
-
-
-def gcsfuse_pod_annotations(limits: SidecarLimits) -> dict[str, str]:
-    # Exact keys from the sidecar injection webhook [WHCFG]; they belong on the pod template.
-    return {
-        "gke-gcsfuse/volumes": "true",
-        "gke-gcsfuse/cpu-limit": limits.cpu,
-        "gke-gcsfuse/memory-limit": limits.memory,
-        "gke-gcsfuse/ephemeral-storage-limit": limits.ephemeral_storage,
-    }
-
-
-def write_global_max_blocks(memory_limit: str) -> int:
-    """Streaming-write blocks the sidecar may hold: half of a finite memory limit (the rest is
-    for the metadata caches and download buffers), or GKE's A3/A4 value when unlimited."""
-    limit = quantity_bytes(memory_limit, "gke-grpo:storage.gcs.sidecarMemoryLimit")
-    if limit == 0:
-        return UNLIMITED_MEMORY_WRITE_BLOCKS
-    return max(4, limit // 2 // (WRITE_BLOCK_MIB * 2**20))
-
-
-def gcsfuse_mount_options(gcs: GcsStorage, limits: SidecarLimits, gke_version: str) -> list[str]:
-    """PV mountOptions (config-file key form, accepted by GKE [PERF]); README explains each.
-
-    Stated explicitly even where GKE's machine-based auto-config would pick the same value: it
-    skips nodes older than 1.33.2-gke.4655000 and 1.34.1-gke.1431000 to 1.34.1-gke.3403001
-    [PERF], and a stated value reads the same in every preview.
-    """
-    options = [
-        # Directories that exist only as object prefixes (uploads by `gcloud storage cp -r` to a
-        # flat bucket) are listed and traversable.
-        "implicit-dirs",
-        # Metadata cache ON with a finite TTL (the tutorial's ttl-secs:0 disables it): stat
-        # results are reused for this long; files changed from another node show up after it.
-        f"metadata-cache:ttl-secs:{gcs.metadata_cache_ttl_seconds}",
-        # No negative cache: a file another pod just created (a checkpoint marker) is visible
-        # at once instead of "not found" for the default 5 s.
-        "metadata-cache:negative-ttl-secs:0",
-        f"metadata-cache:stat-cache-max-size-mb:{STAT_CACHE_MIB}",
-        f"metadata-cache:type-cache-max-size-mb:{TYPE_CACHE_MIB}",
-    ]
-    if gcs.file_cache_size_gib > 0:
-        options += [
-            # Bounded by config: -1 ("the whole volume") lets the cache fill the node's disk.
-            f"file-cache:max-size-mb:{gcs.file_cache_size_gib * 1024}",
-            # safetensors loaders read by range; without this those reads bypass the cache and
-            # every load goes back to Cloud Storage.
-            "file-cache:cache-file-for-range-read:true",
-            # Large shards download in parallel chunks. Stated because the gcsfuse default
-            # (false in params.yaml) and its CLI doc ("on with the file cache") disagree.
-            # Needs the file cache: GKE refuses the mount otherwise [PERF].
-            "file-cache:enable-parallel-downloads:true",
-        ]
-    if version_at_least(gke_version, STREAMING_WRITES_MIN_GKE):
-        options += [
-            # Checkpoints stream to Cloud Storage as they are written instead of being staged
-            # whole on the node's disk first [PERF].
-            "write:enable-streaming-writes:true",
-            f"write:global-max-blocks:{write_global_max_blocks(limits.memory)}",
-        ]
-    if not gcs.hierarchical_namespace:
-        # Without HNS a directory rename is a copy of every object below it and gcsfuse
-        # refuses it by default (limit 0). HNS renames folders atomically instead [PERF].
-        options.append(f"file-system:rename-dir-limit:{RENAME_DIR_LIMIT}")
-    if version_at_least(gke_version, READ_AHEAD_MIN_GKE):
-        options.append(f"read_ahead_kb={READ_AHEAD_KB}")
-    return options
+# Cloud Storage FUSE: pure functions in components/gcsfuse.py, re-exported here for the config
+# rules and the tests that import them from this module.
+from components.gcsfuse import (  # noqa: F401
+    GCSFUSE_DRIVER,
+    BUCKET_ROLE,
+    GCS_NOMINAL_CAPACITY,
+    WRITE_BLOCK_MIB,
+    UNLIMITED_MEMORY_WRITE_BLOCKS,
+    STAT_CACHE_MIB,
+    TYPE_CACHE_MIB,
+    RENAME_DIR_LIMIT,
+    READ_AHEAD_KB,
+    STREAMING_WRITES_MIN_GKE,
+    READ_AHEAD_MIN_GKE,
+    STANDARD_SIDECAR_CPU,
+    STANDARD_SIDECAR_MEMORY,
+    AUTOPILOT_SIDECAR_CPU,
+    AUTOPILOT_SIDECAR_MEMORY,
+    EPHEMERAL_HEADROOM_MIN_GIB,
+    EPHEMERAL_HEADROOM_FRACTION,
+    SidecarLimits,
+    gcsfuse_sidecar_limits,
+    HEAD_SIDECAR_STANDARD,
+    HEAD_SIDECAR_AUTOPILOT,
+    gcsfuse_pod_annotations,
+    write_global_max_blocks,
+    gcsfuse_mount_options,
+)
 
 
 def workload_identity_member(project_number: str, project: str, namespace: str, ksa: str) -> str:
@@ -234,6 +116,69 @@ def parse_lustre_mount_point(mount_point: str) -> tuple[str, str]:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PodStorage:
+    """What a Ray pod template takes from the shared storage: its volumes and mounts, the
+    gcsfuse sidecar's annotations (empty on Lustre), the service account, and the claims the
+    pods must wait for. ``sidecar_budget``: CPU and GiB the gcsfuse sidecar takes from a GPU
+    worker's node ("0": unlimited, which takes nothing up front)."""
+    service_account_name: str
+    volumes: list[dict]
+    volume_mounts: list[dict]
+    head_volumes: list[dict]
+    pod_annotations: dict[str, str]
+    head_pod_annotations: dict[str, str]
+    hf_home: str
+    sidecar_budget: tuple[float, float]
+    claims: list[pulumi.Resource]
+
+
+@dataclass(frozen=True)
+class SharedStorageArgs:
+    project: str
+    region: str
+    zone: str
+    stack: str
+    environment: str
+    autopilot: bool
+    is_prod: bool                  # protect the bucket or instance, never force-destroy it
+    cluster_name: str              # names the PVs (cluster-scoped objects)
+    gke_version: str               # gates gcsfuse mount options
+    kind: str                      # "gcs" or "lustre"
+    gcs: Optional[GcsStorage]
+    lustre: Optional[LustreStorage]
+    bucket_name: Optional[str]                   # gcs only
+    soft_delete_retention_days: int              # gcs only
+    lustre_instance_id: Optional[str]            # lustre only, as are the four below
+    lustre_peering_address: Optional[str]
+    lustre_peering_prefix_length: Optional[int]
+    lustre_range_name: str
+    lustre_firewall_name: str
+    # From GpuNetworks and GkeCluster:
+    cluster_network: gcp.compute.Network
+    namespace: pulumi.Input[str]
+    kubernetes_provider: k8s.Provider
+    services: list[pulumi.Resource] = ()   # the APIs (ProjectServices) the storage needs first
+
+
+def shared_storage_args(config: StackConfig, *, cluster_network: gcp.compute.Network,
+                        namespace: pulumi.Input[str], kubernetes_provider: k8s.Provider,
+                        services: list[pulumi.Resource] = ()) -> SharedStorageArgs:
+    lustre = config.storage.kind == "lustre"
+    return SharedStorageArgs(
+        project=config.project, region=config.region, zone=config.zone, stack=config.stack,
+        environment=config.environment, autopilot=config.autopilot, is_prod=config.is_prod,
+        cluster_name=config.cluster.name, gke_version=config.cluster.min_master_version,
+        kind=config.storage.kind, gcs=config.storage.gcs, lustre=config.storage.lustre,
+        bucket_name=config.bucket_name, soft_delete_retention_days=config.soft_delete_retention_days,
+        lustre_instance_id=config.lustre_instance_id,
+        lustre_peering_address=config.lustre_peering_address if lustre else None,
+        lustre_peering_prefix_length=config.lustre_peering_prefix_length if lustre else None,
+        lustre_range_name=config.names.lustre_range, lustre_firewall_name=config.names.lustre_firewall,
+        cluster_network=cluster_network, namespace=namespace,
+        kubernetes_provider=kubernetes_provider, services=list(services))
+
+
 class SharedStorage(pulumi.ComponentResource):
     claim_name: str
     namespace: pulumi.Output[str]
@@ -257,18 +202,23 @@ class SharedStorage(pulumi.ComponentResource):
     lustre_peering: gcp.servicenetworking.Connection | None
     lustre_firewall: gcp.compute.Firewall | None
     lustre_instance: gcp.lustre.Instance | None
+    # What the Ray head's pod gets: on gcs a claim of its own and a smaller sidecar.
+    head_volumes: list[dict]
+    head_claims: list[k8s.core.v1.PersistentVolumeClaim]
+    head_sidecar_limits: SidecarLimits | None
+    head_pod_annotations: dict[str, str]
+    head_persistent_volume: k8s.core.v1.PersistentVolume | None
+    # Everything a Ray pod template needs from this component, in one value (KubeRayArgs).
+    pods: PodStorage
 
-    def __init__(self, name: str, config: StackConfig, *, cluster_network: gcp.compute.Network,
-                 namespace: pulumi.Input[str], kubernetes_provider: k8s.Provider,
-                 services: list[pulumi.Resource] = (),
-                 opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, args: SharedStorageArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:SharedStorage", name, None, opts)
         self._name = name
         # storage / lustre / servicenetworking / cloudresourcemanager enabled first.
-        self._services = list(services)
-        self._config = config
-        self._provider = kubernetes_provider
-        self.namespace = pulumi.Output.from_input(namespace)
+        self._services = list(args.services)
+        self._args = args
+        self._provider = args.kubernetes_provider
+        self.namespace = pulumi.Output.from_input(args.namespace)
         self.claim_name = CLAIM_NAME
         self.mount_path = MOUNT_PATH
         self.service_account_name = SERVICE_ACCOUNT_NAME
@@ -278,7 +228,8 @@ class SharedStorage(pulumi.ComponentResource):
         # The Ray head's volume: the same claim on Lustre; on gcs a claim of its own without
         # the file cache (see _head_gcs_claim). Same volume name, so mounts read the same.
         self.head_volumes = self.volumes
-        self.head_claims: list[k8s.core.v1.PersistentVolumeClaim] = []
+        self.head_claims = []
+        self.head_persistent_volume = None
         self.bucket = self.bucket_iam_member = None
         self.lustre_range = self.lustre_peering = self.lustre_firewall = self.lustre_instance = None
         self._labels = {"app.kubernetes.io/part-of": "gke-grpo",
@@ -292,10 +243,18 @@ class SharedStorage(pulumi.ComponentResource):
             opts=self._k8s_opts(),
         )
 
-        if config.storage.kind == "gcs":
-            self._gcs(config.storage.gcs or GcsStorage())
+        if args.kind == "gcs":
+            self._gcs(args.gcs or GcsStorage())
         else:
-            self._lustre(config.storage.lustre or LustreStorage(), cluster_network)
+            self._lustre(args.lustre or LustreStorage(), args.cluster_network)
+
+        self.pods = PodStorage(
+            service_account_name=self.service_account_name, volumes=self.volumes,
+            volume_mounts=self.volume_mounts, head_volumes=self.head_volumes,
+            pod_annotations=self.pod_annotations, head_pod_annotations=self.head_pod_annotations,
+            hf_home=self.data_layout.hf_home,
+            sidecar_budget=(0.0, 0.0) if self.sidecar_limits is None else self.sidecar_limits.budget(),
+            claims=[self.persistent_volume_claim, *self.head_claims])
 
         self.register_outputs({
             "claim_name": self.claim_name,
@@ -312,14 +271,14 @@ class SharedStorage(pulumi.ComponentResource):
 
     # ---- Cloud Storage FUSE -----------------------------------------------------------------
     def _gcs(self, gcs: GcsStorage) -> None:
-        name, config = self._name, self._config
-        labels = {"gke-grpo-stack": config.stack, "gke-grpo-environment": config.environment}
+        name, args = self._name, self._args
+        labels = {"gke-grpo-stack": args.stack, "gke-grpo-environment": args.environment}
         self.bucket = gcp.storage.Bucket(
             f"{name}-bucket",
-            name=config.bucket_name,
-            project=config.project,
+            name=args.bucket_name,
+            project=args.project,
             # Same region as the GPU nodes: no cross-region egress, lowest latency.
-            location=config.region,
+            location=args.region,
             uniform_bucket_level_access=True,
             # HNS: atomic folder renames for checkpoint directories [PERF]; needs uniform access.
             hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(
@@ -328,23 +287,23 @@ class SharedStorage(pulumi.ComponentResource):
             # Off by default in dev: verl and NeMo RL rotate checkpoints, and every deleted
             # step would stay billed for the retention period (README "Soft delete").
             soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
-                retention_duration_seconds=config.soft_delete_retention_days * 86400),
+                retention_duration_seconds=args.soft_delete_retention_days * 86400),
             public_access_prevention="enforced",
             # A dev destroy removes everything (DESIGN.md "Lifecycle"), objects included, and
             # soft delete keeps them restorable for the retention period. prod: never.
-            force_destroy=not config.is_prod,
+            force_destroy=not args.is_prod,
             labels=labels,
-            opts=pulumi.ResourceOptions(parent=self, protect=config.is_prod, depends_on=self._services),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.is_prod, depends_on=self._services),
         )
 
         # The project number comes from the API, never from config: a typo there would grant
         # access to another project's identity.
         project_number = gcp.organizations.get_project_output(
-            project_id=config.project,
+            project_id=args.project,
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=self._services)).number
         ksa_name = self.service_account.metadata.apply(lambda metadata: metadata.name)
         member = pulumi.Output.all(project_number, self.namespace, ksa_name).apply(
-            lambda parts: workload_identity_member(parts[0], config.project, parts[1], parts[2]))
+            lambda parts: workload_identity_member(parts[0], args.project, parts[1], parts[2]))
         # On this bucket only: the pods get nothing project-wide.
         self.bucket_iam_member = gcp.storage.BucketIAMMember(
             f"{name}-bucket-object-user",
@@ -354,10 +313,10 @@ class SharedStorage(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-        limits = gcsfuse_sidecar_limits(gcs, config.autopilot)
+        limits = gcsfuse_sidecar_limits(gcs, args.autopilot)
         self.sidecar_limits = limits
         self.pod_annotations = gcsfuse_pod_annotations(limits)
-        self.head_sidecar_limits = HEAD_SIDECAR_AUTOPILOT if config.autopilot else HEAD_SIDECAR_STANDARD
+        self.head_sidecar_limits = HEAD_SIDECAR_AUTOPILOT if args.autopilot else HEAD_SIDECAR_STANDARD
         self.head_pod_annotations = gcsfuse_pod_annotations(self.head_sidecar_limits)
         volume_attributes = {}
         if gcs.skip_bucket_access_check:
@@ -367,7 +326,7 @@ class SharedStorage(pulumi.ComponentResource):
         self.persistent_volume = k8s.core.v1.PersistentVolume(
             f"{name}-pv",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=f"{config.cluster.name}-{VOLUME_NAME}", labels=self._labels),
+                name=f"{args.cluster_name}-{VOLUME_NAME}", labels=self._labels),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
                 access_modes=["ReadWriteMany"],
                 capacity={"storage": GCS_NOMINAL_CAPACITY},
@@ -375,7 +334,7 @@ class SharedStorage(pulumi.ComponentResource):
                 persistent_volume_reclaim_policy="Retain",
                 # "" = no class, no dynamic provisioning; no dummy StorageClass to maintain.
                 storage_class_name="",
-                mount_options=gcsfuse_mount_options(gcs, limits, config.cluster.min_master_version),
+                mount_options=gcsfuse_mount_options(gcs, limits, args.gke_version),
                 # Reserved for our claim: no other PVC in the cluster can bind it first.
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(
                     namespace=self.namespace, name=CLAIM_NAME),
@@ -397,19 +356,19 @@ class SharedStorage(pulumi.ComponentResource):
         (HEAD_SIDECAR_*: 50Gi or, on Autopilot, 4Gi of ephemeral storage) would fill it and get
         the head evicted.
         Two PVs may name the same bucket: the head and the GPU workers never share a node."""
-        config = self._config
+        args = self._args
         no_cache = gcs.model_copy(update={"file_cache_size_gib": 0})
         pv = k8s.core.v1.PersistentVolume(
             f"{self._name}-head-pv",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=f"{config.cluster.name}-{HEAD_CLAIM_NAME}", labels=self._labels),
+                name=f"{args.cluster_name}-{HEAD_CLAIM_NAME}", labels=self._labels),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
                 access_modes=["ReadWriteMany"],
                 capacity={"storage": GCS_NOMINAL_CAPACITY},
                 persistent_volume_reclaim_policy="Retain",
                 storage_class_name="",
                 mount_options=gcsfuse_mount_options(
-                    no_cache, self.head_sidecar_limits, config.cluster.min_master_version),
+                    no_cache, self.head_sidecar_limits, args.gke_version),
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(
                     namespace=self.namespace, name=HEAD_CLAIM_NAME),
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
@@ -439,8 +398,8 @@ class SharedStorage(pulumi.ComponentResource):
 
     # ---- Managed Lustre ----------------------------------------------------------------------
     def _lustre(self, lustre: LustreStorage, cluster_network: gcp.compute.Network) -> None:
-        name, config = self._name, self._config
-        cluster_name = config.cluster.name
+        name, args = self._name, self._args
+        cluster_name = args.cluster_name
         self.sidecar_limits = None
         self.pod_annotations = {}
         self.head_sidecar_limits = None
@@ -450,13 +409,13 @@ class SharedStorage(pulumi.ComponentResource):
         # takes its addresses from this range (a /24 per instance).
         self.lustre_range = gcp.compute.GlobalAddress(
             f"{name}-lustre-range",
-            name=config.names.lustre_range,
-            project=config.project,
+            name=args.lustre_range_name,
+            project=args.project,
             purpose="VPC_PEERING",
             address_type="INTERNAL",
             # network.lustrePeeringCidr, checked disjoint from every other range by the config.
-            address=config.lustre_peering_address,
-            prefix_length=config.lustre_peering_prefix_length,
+            address=args.lustre_peering_address,
+            prefix_length=args.lustre_peering_prefix_length,
             network=cluster_network.id,
             opts=pulumi.ResourceOptions(parent=self, depends_on=self._services),
         )
@@ -478,21 +437,21 @@ class SharedStorage(pulumi.ComponentResource):
         # only, on the one port the cluster's CSI driver uses (Cluster Toolkit opens 988).
         self.lustre_firewall = gcp.compute.Firewall(
             f"{name}-lustre-lnet",
-            name=config.names.lustre_firewall,
-            project=config.project,
+            name=args.lustre_firewall_name,
+            project=args.project,
             network=cluster_network.id,
             direction="INGRESS",
             source_ranges=[pulumi.Output.concat(
-                self.lustre_range.address, "/", str(config.lustre_peering_prefix_length))],
+                self.lustre_range.address, "/", str(args.lustre_peering_prefix_length))],
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(port)])],
             opts=pulumi.ResourceOptions(parent=self, depends_on=self._services),
         )
-        instance_id = config.lustre_instance_id
+        instance_id = args.lustre_instance_id
         self.lustre_instance = gcp.lustre.Instance(
             f"{name}-lustre",
             instance_id=instance_id,
-            project=config.project,
-            location=config.zone,
+            project=args.project,
+            location=args.zone,
             filesystem=lustre.filesystem,
             # int64 fields travel as strings in this API [PGCP].
             capacity_gib=str(lustre.capacity_gib),
@@ -501,9 +460,9 @@ class SharedStorage(pulumi.ComponentResource):
             # One choice with the cluster's legacy port: such instances need port 6988.
             gke_support_enabled=lustre.legacy_port,
             description=f"gke-grpo shared data for {cluster_name}",
-            labels={"gke-grpo-stack": config.stack, "gke-grpo-environment": config.environment},
+            labels={"gke-grpo-stack": args.stack, "gke-grpo-environment": args.environment},
             opts=pulumi.ResourceOptions(
-                parent=self, protect=config.is_prod,
+                parent=self, protect=args.is_prod,
                 # The instance needs the peering up to get an address; on destroy it goes first.
                 depends_on=[self.lustre_peering]),
         )
@@ -524,7 +483,7 @@ class SharedStorage(pulumi.ComponentResource):
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                     driver=LUSTRE_DRIVER,
                     # <project>/<location>/<instance> [LCSI].
-                    volume_handle=f"{config.project}/{config.zone}/{instance_id}",
+                    volume_handle=f"{args.project}/{args.zone}/{instance_id}",
                     volume_attributes={
                         "ip": endpoint.apply(lambda parts: parts[0]),
                         "filesystem": endpoint.apply(lambda parts: parts[1]),

@@ -9,7 +9,7 @@ import yaml
 
 import json
 
-from components.grpo_job import HEAD_MODULES, head_code_files
+from components.head_code import HEAD_MODULES, head_code_files
 from jobs.plan import PLAN_FILE, RUN_COMMAND, SHELL_SAFE, plan_from_dict
 from jobs.runs import check_no_secrets
 from tests.conftest import ROOT, preview_with
@@ -245,3 +245,50 @@ def test_prod_rayjob_starts_nemo_rl_as_its_32b_recipe(prod_preview):
     assert "--dataset-revision 740312add88f781978c0658806c59bc2815b9866" in prepare
     runtime_env = yaml.safe_load(spec["runtimeEnvYAML"])
     assert runtime_env["env_vars"]["RAY_OVERRIDE_JOB_RUNTIME_ENV"] == "1"
+
+
+# ---- built from its own args -------------------------------------------------------------------
+
+def _job_from_args(enabled: bool):
+    """GrpoJob from GrpoJobArgs: the Ray cluster it targets is a stand-in resource. The run's
+    GrpoSpec and job budgets (40-odd fields) are the dev stack's; nothing else of it is used."""
+    import pulumi
+    import pulumi_kubernetes as k8s
+
+    from components.config import load_stack_config
+    from components.grpo_job import GrpoJob, GrpoJobArgs
+    from jobs.spec import spec_from_config
+    from tests.components.harness import build
+    from tests.conftest import stack_config
+
+    config = load_stack_config(*stack_config("dev"))
+    spec = spec_from_config(config)
+
+    def program():
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        stand_in = k8s.core.v1.ConfigMap("ray-cluster-stand-in", opts=pulumi.ResourceOptions(provider=provider))
+        return GrpoJob("job", GrpoJobArgs(
+            enabled=enabled, spec=spec, job=config.job, health_gate_warning=None,
+            ray_cluster_name="unit-ray", namespace=pulumi.Output.from_input("unit-ns"),
+            kubernetes_provider=provider, ray_cluster=stand_in,
+            submitter_node_selector={"unit/pool": "head"}))
+
+    return spec, build(program)
+
+
+def test_grpo_job_is_built_from_its_own_args():
+    spec, built = _job_from_args(enabled=True)
+    [job] = [r for r in built.registrations if r.type == "kubernetes:ray.io/v1:RayJob"]
+    validate_custom_resource(job.inputs)
+    assert job.inputs["metadata"]["namespace"] == "unit-ns"
+    assert job.inputs["spec"]["clusterSelector"] == {"ray.io/cluster": "unit-ray"}
+    assert job.inputs["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"] == {"unit/pool": "head"}
+    [stand_in] = [r for r in built.registrations if r.name == "ray-cluster-stand-in"]
+    assert stand_in.urn in job.dependencies
+    assert built.value.submission_id == spec.submission_id()
+
+
+def test_a_disabled_job_registers_no_rayjob():
+    _, built = _job_from_args(enabled=False)
+    assert [r for r in built.registrations if r.type == "kubernetes:ray.io/v1:RayJob"] == []
+    assert built.value.update_policy == ""

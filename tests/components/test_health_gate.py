@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from components import gpu_health, kuberay
+from components import gpu_health, ray_pods
 from components.config import ConfigError, load_stack_config
 from components.health_gate import health_gate_warning, health_plan
 from jobs.health import GIB, MIB, HealthPlan, load_health_gates
@@ -121,8 +121,8 @@ def test_every_gpu_worker_checks_its_gpus_before_ray_start(stack_preview):
     assert "ecc.errors.uncorrected.volatile.total" in init["command"][2]
     gpus = str(config.gpus_per_node)
     assert init["resources"]["limits"]["nvidia.com/gpu"] == gpus == init["resources"]["requests"]["nvidia.com/gpu"]
-    assert init["volumeMounts"] == [{"name": "nvidia", "mountPath": kuberay.NVIDIA_MOUNT, "readOnly": True}]
-    assert gpu_health.NVIDIA_MOUNT == kuberay.NVIDIA_MOUNT
+    assert init["volumeMounts"] == [{"name": "nvidia", "mountPath": ray_pods.NVIDIA_MOUNT, "readOnly": True}]
+    assert gpu_health.NVIDIA_MOUNT == ray_pods.NVIDIA_MOUNT
     assert init["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert init["securityContext"]["readOnlyRootFilesystem"] is True
     assert "privileged" not in init["securityContext"]

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from components.config import MACHINE_SHAPES, load_stack_config
-from components.kuberay import interfaces_annotation
+from components.ray_pods import interfaces_annotation
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 from components.versions import load_versions
 from jobs.prepare import HF_TOKEN_FILE
@@ -415,3 +415,81 @@ def test_unconfirmed_verl_image_is_a_preview_warning(caplog):
     assert warning == load_versions().for_framework("verl").deploy_warnings()[0]
     # The NeMo RL image is confirmed (NVIDIA's release page names it): no such warning.
     assert load_versions().for_framework("nemo-rl").deploy_warnings() == []
+
+
+# ---- built from its own args (no stack config) ------------------------------------------------
+
+def _kuberay_from_args():
+    import pulumi
+    import pulumi_gcp as gcp
+    import pulumi_kubernetes as k8s
+
+    from components.config import HeadResources
+    from components.kuberay import KubeRay, KubeRayArgs
+    from components.ray_pods import RayPodsArgs, WorkerResources
+    from components.storage import PodStorage
+    from tests.components.harness import build
+
+    row = load_versions().for_framework("verl")
+
+    def program():
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        namespace = k8s.core.v1.Namespace("ns", metadata=k8s.meta.v1.ObjectMetaArgs(name="unit-ns"),
+                                          opts=pulumi.ResourceOptions(provider=provider))
+        gvnic = gcp.compute.Network("gvnic", name="u-gvnic", auto_create_subnetworks=False)
+        gvnic_subnet = gcp.compute.Subnetwork("gvnic-sub", name="u-gvnic-sub", network=gvnic.id,
+                                              ip_cidr_range="192.168.0.0/24")
+        rdma = gcp.compute.Network("rdma", name="u-rdma", auto_create_subnetworks=False)
+        subnets = [gcp.compute.Subnetwork(f"rdma-{i}", name=f"u-rdma-{i}", network=rdma.id,
+                                          ip_cidr_range=f"192.168.{i + 1}.0/24") for i in range(2)]
+        volume = {"name": "shared-data", "persistentVolumeClaim": {"claimName": "unit-claim"}}
+        storage = PodStorage(
+            service_account_name="unit-sa", volumes=[volume],
+            volume_mounts=[{"name": "shared-data", "mountPath": "/data"}], head_volumes=[volume],
+            pod_annotations={"unit/worker": "yes"}, head_pod_annotations={"unit/head": "yes"},
+            hf_home="/data/hf", sidecar_budget=(0.0, 0.0), claims=[])
+        pods = RayPodsArgs(
+            image=row.image, ray_version=row.ray, framework="verl", autopilot=False,
+            head=HeadResources.model_validate({"cpu": 4, "memoryGib": 16}),
+            head_ephemeral_storage_gib=20, worker=WorkerResources(cpu=100, memory_gib=1000, shm_gib=64),
+            worker_ephemeral_storage_gib=500, gpu_nodes=2, gpus_per_node=8,
+            nccl_tuner_file="/usr/local/gib/configs/unit.txtpb", rdma_nics=2, operator="helm",
+            helm_chart_version="1.7.0", head_node_selector={"unit/pool": "head"},
+            gpu_node_selector={"unit/pool": "gpu"}, gpu_tolerations=[], storage=storage)
+        return KubeRay("kuberay", KubeRayArgs(
+            operator="helm", operator_namespace=None, helm_chart_version="1.7.0",
+            workload_namespace="unit-ns", ray_cluster_name="unit-ray", image_row=row,
+            pod_cidr="10.4.0.0/14", pods=pods, kubernetes_provider=provider,
+            namespace=namespace.metadata.apply(lambda metadata: metadata.name),
+            gvnic_network=gvnic, gvnic_subnet=gvnic_subnet, rdma_network=rdma, rdma_subnets=subnets,
+            gpu_node_pool=None, storage_claims=[], hf_token=pulumi.Output.secret("unit-token")))
+
+    return build(program)
+
+
+def test_kuberay_is_built_from_its_own_args_alone():
+    built = _kuberay_from_args()
+    cluster = built.one(RAY_CLUSTER).inputs
+    validate_custom_resource(cluster)
+    assert (cluster["metadata"]["name"], cluster["metadata"]["namespace"]) == ("unit-ray", "unit-ns")
+    spec = cluster["spec"]
+    group = spec["workerGroupSpecs"][0]
+    assert group["replicas"] == 2 and group["rayStartParams"]["num-cpus"] == "100"
+    worker = group["template"]["spec"]["containers"][0]
+    assert worker["resources"]["limits"] == {"cpu": "100", "memory": "1000Gi", "nvidia.com/gpu": "8"}
+    annotations = group["template"]["metadata"]["annotations"]
+    assert annotations["unit/worker"] == "yes"
+    assert annotations["networking.gke.io/interfaces"] == interfaces_annotation(2)
+    head = spec["headGroupSpec"]["template"]
+    assert head["metadata"]["annotations"] == {"unit/head": "yes"}
+    assert head["spec"]["nodeSelector"] == {"unit/pool": "head"}
+    assert head["spec"]["serviceAccountName"] == "unit-sa"
+    # One GKENetworkParamSet and one Network per extra NIC: the gVNIC and the two RDMA subnets.
+    params = built.of_type("kubernetes:networking.gke.io/v1:GKENetworkParamSet")
+    assert sorted(p.inputs["spec"]["vpcSubnet"] for p in params) == ["u-gvnic-sub", "u-rdma-0", "u-rdma-1"]
+    assert len(built.of_type("kubernetes:networking.gke.io/v1:Network")) == 3
+    # Helm operator, no W&B key, no head code.
+    assert built.one("kubernetes:helm.sh/v3:Release").inputs["version"] == "1.7.0"
+    assert [s.inputs["metadata"]["name"] for s in built.of_type("kubernetes:core/v1:Secret")] == ["hf-secret"]
+    assert built.of_type("kubernetes:core/v1:ConfigMap") == []
+    assert built.value.port_forward_command.startswith("kubectl port-forward -n unit-ns service/unit-ray-head-svc")

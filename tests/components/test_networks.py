@@ -90,9 +90,9 @@ class _Mocks(pulumi.runtime.Mocks):
 def component():
     pulumi.runtime.set_mocks(_Mocks(), project="gke-grpo", stack="unit", preview=False)
     from components.config import load_stack_config
-    from components.networks import GpuNetworks
+    from components.networks import GpuNetworks, gpu_networks_args
     config = load_stack_config(*stack_config("prod"))
-    return GpuNetworks("unit-networks", config)
+    return GpuNetworks("unit-networks", gpu_networks_args(config))
 
 
 @pulumi.runtime.test
@@ -126,3 +126,24 @@ def test_cloud_nat_gives_the_private_nodes_egress(stack_preview):
     assert nat.inputs["router"] == router.inputs["name"]
     assert nat.inputs["natIpAllocateOption"] == "AUTO_ONLY"
     assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "ALL_SUBNETWORKS_ALL_IP_RANGES"
+
+
+def test_built_from_its_own_args_alone():
+    """Two RDMA subnets, other CIDRs and names: everything comes from GpuNetworksArgs."""
+    from components.config import NetworkConfig, ResourceNames
+    from components.networks import GpuNetworks, GpuNetworksArgs
+    from tests.components.harness import build
+
+    network = NetworkConfig().model_copy(update={
+        "rdma_subnet_cidrs": ("10.200.1.0/24", "10.200.2.0/24"), "rdma_mtu": 4096})
+    built = build(lambda: GpuNetworks("net", GpuNetworksArgs(
+        project="p-1", region="europe-west4", names=ResourceNames("unit", 2), network=network,
+        rdma_network_profile="projects/p-1/global/networkProfiles/europe-west4-a-vpc-roce")))
+    rdma = [s for s in built.of_type(SUBNET) if "-rdma-" in s.name]
+    assert sorted((s.inputs["name"], s.inputs["ipCidrRange"]) for s in rdma) == [
+        ("unit-rdma-sub-0", "10.200.1.0/24"), ("unit-rdma-sub-1", "10.200.2.0/24")]
+    assert {s.inputs["region"] for s in built.of_type(SUBNET)} == {"europe-west4"}
+    [rdma_network] = [n for n in built.of_type(NETWORK) if n.name == "net-rdma"]
+    assert rdma_network.inputs["mtu"] == 4096
+    assert rdma_network.inputs["networkProfile"].endswith("europe-west4-a-vpc-roce")
+    assert len(built.value.rdma_subnets) == 2

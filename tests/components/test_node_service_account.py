@@ -65,3 +65,17 @@ def test_standard_variant_of_the_dev_stack_uses_it_too():
     assert result.error is None, result.error
     for pool in result.by_type(POOL):
         assert pool.inputs["nodeConfig"]["serviceAccount"] == _email(result)
+
+
+def test_built_from_its_own_args_alone():
+    from components.node_service_account import NodeServiceAccount, NodeServiceAccountArgs
+    from tests.components.harness import build
+
+    built = build(lambda: NodeServiceAccount("node-sa", NodeServiceAccountArgs(
+        project="p-1", account_id="unit-nodes", display_name="unit nodes", services=[])))
+    account = built.one(ACCOUNT)
+    assert (account.inputs["accountId"], account.inputs["project"], account.inputs["displayName"]) == \
+        ("unit-nodes", "p-1", "unit nodes")
+    [grant] = built.of_type(MEMBER)
+    assert grant.inputs["role"] == "roles/container.defaultNodeServiceAccount"
+    assert grant.inputs["project"] == "p-1"

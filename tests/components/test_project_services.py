@@ -23,7 +23,7 @@ def test_every_api_the_stack_uses_is_enabled_and_never_disabled(stack, extra, re
     result = request.getfixturevalue(f"{stack}_preview")
     services = result.by_type(SERVICE)
     assert {s.inputs["service"] for s in services} == BASE | extra
-    assert set(required_services(load_stack_config(*stack_config(stack)))) == BASE | extra
+    assert set(required_services(load_stack_config(*stack_config(stack)).storage.kind)) == BASE | extra
     for service in services:
         # Destroying one stack must never turn an API off for the rest of the project.
         assert service.inputs["disableOnDestroy"] is False
@@ -58,3 +58,15 @@ def test_everything_that_needs_an_api_waits_for_the_apis(stack_preview):
                   "gcp:serviceaccount/account:Account"):
         for resource in stack_preview.by_type(type_):
             assert services <= set(resource.dependencies), resource.name
+
+
+def test_built_from_its_own_args_alone():
+    from components.project_services import ProjectServices, ProjectServicesArgs
+    from tests.components.harness import build
+
+    built = build(lambda: ProjectServices("apis", ProjectServicesArgs(project="p-1", storage_kind="lustre")))
+    services = built.of_type(SERVICE)
+    assert {s.inputs["service"] for s in services} == BASE | {"lustre.googleapis.com",
+                                                             "servicenetworking.googleapis.com"}
+    assert {s.inputs["project"] for s in services} == {"p-1"}
+    assert len(built.value.services) == len(services)

@@ -18,7 +18,7 @@ import pytest
 from components.config import GcsStorage, load_stack_config
 from components.storage import (
     DataLayout, SharedStorage, gcsfuse_mount_options, gcsfuse_sidecar_limits,
-    parse_lustre_mount_point, quantity_bytes, workload_identity_member,
+    parse_lustre_mount_point, quantity_bytes, shared_storage_args, workload_identity_member,
 )
 from tests.conftest import DELETE, stack_config
 from tests.kubernetes_objects import manifest_from_registration, schema_version, validate_strict
@@ -127,10 +127,10 @@ def built(key: str) -> Built:
         namespace = k8s.core.v1.Namespace(
             "cluster-workloads", metadata=k8s.meta.v1.ObjectMetaArgs(name=config.kuberay.namespace),
             opts=pulumi.ResourceOptions(provider=provider))
-        holder["storage"] = SharedStorage(
-            "storage", config, cluster_network=network,
+        holder["storage"] = SharedStorage("storage", shared_storage_args(
+            config, cluster_network=network,
             namespace=namespace.metadata.apply(lambda metadata: metadata.name),
-            kubernetes_provider=provider)
+            kubernetes_provider=provider))
 
     _sync_await(run_pulumi_func(program))
     assert monitor.unknown_inputs == []
