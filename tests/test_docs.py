@@ -18,7 +18,7 @@ MAX_README_LINES = 250
 CREATED_ELSEWHERE = {DOCS / "config-reference.md", DOCS / "jobs-cli.md"}
 
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
-_FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+_FENCE = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1", re.MULTILINE | re.DOTALL)
 
 
 def pages() -> list[Path]:
