@@ -414,7 +414,7 @@ class Driver:
 
         if plan.prepare is not None:
             self.records.event("prepare_start", 0)
-            code: Optional[int] = self._run_stage(plan.prepare)
+            code = self._run_stage(plan.prepare)
             self.records.event("prepare_end", 0, exit_code=code)
             if code != 0:
                 return self.end(DriverExit.PREPARE_FAILED,

@@ -205,7 +205,7 @@ class Timeline:
             elif e.event == end_name and e.key in open_:
                 b = open_.pop(e.key)
                 out.append(Interval(kind, b.attempt, b.start, b.time, e.time, e))
-        for _key, b in open_.items():
+        for key, b in open_.items():
             later = [e.time for e in self.events if e.attempt == b.attempt and e.time > b.time
                      and e.event in ("driver_end", "deadline")]
             out.append(Interval(kind, b.attempt, b.start, b.time, min(later) if later else None))
