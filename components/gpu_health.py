@@ -45,7 +45,7 @@ def check_script(expected_gpus: int, nvidia_root: str = NVIDIA_MOUNT,
         f"fail() {{ echo \"gpu-health: $*\" >&2; echo \"gpu-health: $*\" > {termination_log} 2>/dev/null; exit 1; }}",
         f"[ -x {nvidia_smi} ] || fail \"{nvidia_smi} is missing: the node's NVIDIA driver is not "
         f"mounted at {nvidia_root} (hostPath /home/kubernetes/bin/nvidia)\"",
-        f"for lib in libcuda.so libnvidia-ml.so; do",
+        "for lib in libcuda.so libnvidia-ml.so; do",
         f"  ls {lib}/$lib.* >/dev/null 2>&1 || fail \"$lib is missing under {lib}: the driver "
         "libraries are not installed on this node\"",
         "done",
@@ -65,7 +65,7 @@ def check_script(expected_gpus: int, nvidia_root: str = NVIDIA_MOUNT,
         # the root filesystem is read-only.
         "done < <(printf '%s\\n' \"$out\")",
         "[ -z \"$bad\" ] || fail \"uncorrected ECC errors (volatile):$bad\"",
-        f"echo \"gpu-health: $count GPUs visible, no uncorrected ECC errors\"",
+        "echo \"gpu-health: $count GPUs visible, no uncorrected ECC errors\"",
     ]) + "\n"
 
 

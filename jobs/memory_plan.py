@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 import yaml
 
@@ -517,7 +517,7 @@ def memory_findings(spec: "GrpoSpec", memory_check: str = "enforce"):
     peak, total = plan.peak, plan.gpu.total_bytes
     where = f"{peak.role} needs ~{_gib(peak.total)} per GPU, {plan.fraction:.0%} of {_gib(total)}"
     if plan.fraction > 1:
-        level = "error" if memory_check == "enforce" else "warning"
+        level: Literal["error", "warning"] = "error" if memory_check == "enforce" else "warning"
         findings.append(Finding(level, _key_to_change(plan),
                                 f"will not fit: {where}; lower it (or enable activation "
                                 "checkpointing, add tensor parallelism or GPUs); "

@@ -131,7 +131,7 @@ def nemo_rl_keys(path: Path = NEMO_RL_KEYS_FILE) -> dict[str, str]:
 
 
 def _prefixes(keys) -> frozenset[str]:
-    out = set()
+    out: set[str] = set()
     for key in keys:
         parts = key.split(".")
         out.update(".".join(parts[:i]) for i in range(1, len(parts)))

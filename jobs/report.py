@@ -188,7 +188,7 @@ def timeline_figure(inputs: ReportInputs) -> Optional[Figure]:
         ax.plot([h(t) for t in ckpts], [trainer_row + 0.0] * len(ckpts), "|", color="black",
                 markersize=16, markeredgewidth=2, label="checkpoint saved")
     attempts = tl.attempt_spans(inputs.now)
-    for attempt, first, _last in attempts[1:]:
+    for _attempt, first, _last in attempts[1:]:
         ax.axvline(h(first), color="black", linestyle=":", linewidth=1)
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels)

@@ -43,7 +43,6 @@ import asyncio
 import datetime as _dt
 import enum
 import re
-import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -386,7 +385,7 @@ class Runs:
             if same is not None:
                 raise RunError(f"attempt {attempt} of run {spec.run_id} already exists "
                                f"({same.status}); Ray keeps submission ids unique: choose a "
-                               f"higher --attempt or omit it (next would be {latest.number + 1})")
+                               f"higher --attempt or omit it (next would be {attempts[-1].number + 1})")
             live = [a for a in attempts if a.live]
             if live:
                 raise RunError(f"attempt {live[-1].number} of run {spec.run_id} is "

@@ -19,13 +19,12 @@ from __future__ import annotations
 import copy
 import json
 
-import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from components.config import OFFLINE_SECRET_KEYS, ConfigError, load_stack_config
-from jobs.config_file import ConfigFileError, load_yaml_text, read_stack_file
+from jobs.config_file import ConfigFileError, read_stack_file
 from jobs.preflight import check
 from jobs.spec import spec_from_config
 from tests.conftest import ROOT

@@ -1,4 +1,4 @@
-"""The GitHub workflows: actionlint-clean, and shaped like the review flow README.md describes."""
+"""The GitHub workflows: actionlint-clean, and shaped like the review flow docs/review-and-policy.md describes."""
 
 from __future__ import annotations
 

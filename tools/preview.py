@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from jobs.config_file import SECRET_PLACEHOLDER
+from jobs.config_file import SECRET_PLACEHOLDER  # noqa: F401  (re-exported: tests import it from here)
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gke-grpo"

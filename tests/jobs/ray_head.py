@@ -61,7 +61,7 @@ def namespace_command(pytest_args: list[str]) -> list[str]:
 def non_loopback_listeners() -> list[str]:
     """TCP listeners of this namespace that are NOT on loopback (expected: none)."""
     bad = []
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+    for table, _width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
         try:
             rows = Path(table).read_text().splitlines()[1:]
         except FileNotFoundError:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import shlex
-import signal
 import subprocess
 import sys
 import textwrap

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from jobs import health
-from jobs.health import (GIB, HealthPlan, Measurement, PlanError, PublishedFigure, StoragePlan,
+from jobs.health import (GIB, HealthPlan, Measurement, PlanError, StoragePlan,
                          aggregate, algbw_gbps, busbw_factor, busbw_gbps, effective_size,
                          element_count, fabric_checks, fabric_gate, gate_needed, health_from_log,
                          judge_storage, load_health_gates, localize, nccl_nics, read_health,

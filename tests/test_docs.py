@@ -1,0 +1,93 @@
+"""README.md is a front page and docs/ holds the rest: short, every relative link resolves, no
+page is an orphan."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MAX_README_LINES = 250
+# Written by the parallel branches of issue 15 (the generated config reference, the jobs CLI's
+# stack lookup): linked from here before they land. Only these names may be missing.
+CREATED_ELSEWHERE = {DOCS / "config-reference.md", DOCS / "jobs-cli.md"}
+
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1", re.MULTILINE | re.DOTALL)
+
+
+def pages() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def relative_links(page: Path) -> list[str]:
+    text = _FENCE.sub("", page.read_text())   # a code block's brackets are not links
+    text = re.sub(r"`[^`\n]*`", "", text)       # nor an inline code span's
+    targets = [a or b for a, b in _LINK.findall(text)]
+    return [t for t in targets if not re.match(r"^[a-z][a-z0-9+.-]*:", t)]   # http:, mailto:
+
+
+def github_anchors(page: Path) -> set[str]:
+    """The heading anchors GitHub renders: lower case, punctuation dropped, spaces to hyphens."""
+    anchors: set[str] = set()
+    counts: dict[str, int] = {}
+    for line in _FENCE.sub("", page.read_text()).splitlines():
+        match = re.match(r"^#{1,6} (.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", match.group(1).lower()).replace(" ", "-")
+        n = counts.get(slug, 0)
+        counts[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+def test_readme_is_a_front_page():
+    lines = len(README.read_text().splitlines())
+    assert lines <= MAX_README_LINES, f"README.md has {lines} lines; at most {MAX_README_LINES}: move text to docs/"
+
+
+def test_the_anchor_rule_matches_github():
+    page = DOCS / "deploy.md"
+    assert {"1-apis-and-deployer-roles", "2-how-reviewers-reach-the-control-plane",
+            "nccl-on-standard"} <= github_anchors(page)
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(page: Path):
+    broken = []
+    for target in relative_links(page):
+        path_part, _, anchor = target.partition("#")
+        resolved = (page.parent / path_part).resolve() if path_part else page
+        if resolved in CREATED_ELSEWHERE:
+            continue
+        if not resolved.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and resolved.suffix == ".md" and anchor not in github_anchors(resolved):
+            broken.append(f"{target}: no heading with anchor #{anchor}")
+    assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+def test_every_docs_page_is_reachable_from_the_readme():
+    seen, todo = set(), [README]
+    while todo:
+        page = todo.pop()
+        if page in seen or not page.exists():
+            continue
+        seen.add(page)
+        for target in relative_links(page):
+            path_part = target.partition("#")[0]
+            if path_part.endswith(".md"):
+                todo.append((page.parent / path_part).resolve())
+    orphans = sorted(str(p.relative_to(ROOT)) for p in DOCS.glob("*.md") if p.resolve() not in seen)
+    assert not orphans, f"docs pages no link path from README.md reaches: {orphans}"
+
+
+def test_the_readme_links_the_pages_made_elsewhere():
+    linked = {(README.parent / t.partition("#")[0]).resolve() for t in relative_links(README)}
+    assert CREATED_ELSEWHERE <= linked
