@@ -133,6 +133,7 @@ class GpuCapacity(pulumi.ComponentResource):
         gpu = args.gpu
         model = gpu.provisioning_model
         if model == "reservation":
+            assert gpu.reservation is not None, "the config requires gpu.reservation with provisioningModel reservation"
             affinity = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
                 consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY,
                 values=[reservation_value(gpu.reservation, args.project)])

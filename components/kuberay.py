@@ -399,11 +399,11 @@ class KubeRay(pulumi.ComponentResource):
         port from managed Prometheus; nothing else. Other pods of the namespace are not admitted."""
         net = k8s.networking.v1
 
-        def namespace(name: str) -> net.NetworkPolicyPeerArgs:
+        def namespace(name: str) -> k8s.networking.v1.NetworkPolicyPeerArgs:
             return net.NetworkPolicyPeerArgs(namespace_selector=k8s.meta.v1.LabelSelectorArgs(
                 match_labels={"kubernetes.io/metadata.name": name}))
 
-        def pods(labels: dict[str, str]) -> net.NetworkPolicyPeerArgs:
+        def pods(labels: dict[str, str]) -> k8s.networking.v1.NetworkPolicyPeerArgs:
             return net.NetworkPolicyPeerArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels))
 
         cluster_labels = {"ray.io/cluster": self.ray_cluster_name}

@@ -55,7 +55,7 @@ SERVICE_ACCOUNT_NAME = "grpo-workload"
 
 # Cloud Storage FUSE: pure functions in components/gcsfuse.py, re-exported here for the config
 # rules and the tests that import them from this module.
-from components.gcsfuse import (  # noqa: F401
+from components.gcsfuse import (  # noqa: F401, E402
     GCSFUSE_DRIVER,
     BUCKET_ROLE,
     GCS_NOMINAL_CAPACITY,
@@ -316,8 +316,9 @@ class SharedStorage(pulumi.ComponentResource):
         limits = gcsfuse_sidecar_limits(gcs, args.autopilot)
         self.sidecar_limits = limits
         self.pod_annotations = gcsfuse_pod_annotations(limits)
-        self.head_sidecar_limits = HEAD_SIDECAR_AUTOPILOT if args.autopilot else HEAD_SIDECAR_STANDARD
-        self.head_pod_annotations = gcsfuse_pod_annotations(self.head_sidecar_limits)
+        head_limits = HEAD_SIDECAR_AUTOPILOT if args.autopilot else HEAD_SIDECAR_STANDARD
+        self.head_sidecar_limits = head_limits
+        self.head_pod_annotations = gcsfuse_pod_annotations(head_limits)
         volume_attributes = {}
         if gcs.skip_bucket_access_check:
             # Off by default: skipping hides IAM mistakes until the first read (tutorial defect 6).
@@ -357,6 +358,8 @@ class SharedStorage(pulumi.ComponentResource):
         the head evicted.
         Two PVs may name the same bucket: the head and the GPU workers never share a node."""
         args = self._args
+        head_limits = self.head_sidecar_limits
+        assert head_limits is not None, "set for gcs storage before the head's volume is built"
         no_cache = gcs.model_copy(update={"file_cache_size_gib": 0})
         pv = k8s.core.v1.PersistentVolume(
             f"{self._name}-head-pv",
@@ -368,7 +371,7 @@ class SharedStorage(pulumi.ComponentResource):
                 persistent_volume_reclaim_policy="Retain",
                 storage_class_name="",
                 mount_options=gcsfuse_mount_options(
-                    no_cache, self.head_sidecar_limits, args.gke_version),
+                    no_cache, head_limits, args.gke_version),
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(
                     namespace=self.namespace, name=HEAD_CLAIM_NAME),
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
