@@ -162,7 +162,7 @@ def _check_gpu(rules: "_Rules", limits) -> None:
 
 def _check_gcs_cache(rules: "_Rules") -> None:
     from components.config import MACHINE_SHAPES, GcsStorage
-    from components.storage import EPHEMERAL_HEADROOM_FRACTION, EPHEMERAL_HEADROOM_MIN_GIB
+    from components.config.sidecar import EPHEMERAL_HEADROOM_FRACTION, EPHEMERAL_HEADROOM_MIN_GIB
 
     s = rules.storage
     if s is None or s.kind != "gcs" or rules.gpu is None:
