@@ -9,6 +9,7 @@ from typing import Any, Optional
 from components.config.facts import (
     FLEX_START_MAX_RUN_SECONDS, FLEX_START_MIN_GKE_VERSION, KUBERAY_CRD_DIR,
     LUSTRE_CSI_MIN_GKE_VERSION, LUSTRE_MODERN_PORT_MIN_GKE_VERSION, LUSTRE_TIERS, MACHINE_SHAPES,
+    MINIMUM_GKE_MINOR,
     PROVISIONING_MODELS, SUPPORTED_KUBERAY_CHARTS, MachineShape, predefined_machine,
 )
 from components.config.models import (
@@ -80,9 +81,9 @@ class _Rules:
                      'a GKE version or prefix such as "1.33" or "1.33.5-gke.1308000"')
         else:
             major, minor = _version_tuple(c.min_master_version)[:2]
-            if (major, minor) < (1, 31):
+            if (major, minor) < tuple(int(p) for p in MINIMUM_GKE_MINOR.split(".")):
                 self.add("cluster.minMasterVersion", c.min_master_version,
-                         "1.31 or later: A3 Ultra and A4 GPU nodes need it")
+                         f"{MINIMUM_GKE_MINOR} or later: A3 Ultra and A4 GPU nodes need it")
         window = c.maintenance_window
         for field, value in (("startTime", window.start_time), ("endTime", window.end_time)):
             if not _RFC3339.match(value):
