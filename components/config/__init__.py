@@ -10,6 +10,7 @@ The package, by area:
 - ``facts``: sourced facts (machine shapes, Lustre tiers, GKE version gates), read from data/;
 - ``patterns``: name patterns, Kubernetes quantities, GKE version comparison;
 - ``models``: the pydantic model of each ``gke-grpo:<area>`` (shape and single-field rules);
+- ``keys``: the areas, secrets and scalar keys of a stack config;
 - ``rules``: the rules that span several keys, in one place (plus ``components.config_guards``);
 - ``stack``: ``StackConfig`` (derived values, one place each) and ``ResourceNames``;
 - ``loader``: ``load_stack_config`` (every problem at once) and ``read_pulumi_config``;
@@ -25,8 +26,11 @@ from components.config.facts import (
     SUPPORTED_KUBERAY_CHARTS, LustreTier, MachineShape, predefined_machine,
 )
 from components.config.loader import load_stack_config, read_pulumi_config
-from components.config.models import (
+from components.config.keys import (
     AREAS, GCP_REQUIRED, OFFLINE_SECRET_KEYS, REQUIRED_AREAS, SCALAR_KEYS, SECRET_KEYS,
+    TOP_LEVEL_KEYS,
+)
+from components.config.models import (
     AuthorizedNetwork, ClusterConfig, GcsStorage, GpuConfig, HeadPool, HeadResources,
     HealthGateConfig, JobConfig, KubeRayConfig, LustreStorage, MaintenanceExclusion,
     MaintenanceWindow, NetworkConfig, Reservation, StorageConfig, WorkerResources,
@@ -47,7 +51,7 @@ __all__ = [
     "LustreStorage", "LustreTier", "MACHINE_SHAPES", "MachineShape", "MaintenanceExclusion",
     "MaintenanceWindow", "NOT_SHOWN", "NetworkConfig", "OFFLINE_SECRET_KEYS", "PROJECT",
     "PROVISIONING_MODELS", "Problem", "REQUIRED_AREAS", "Reservation", "ResourceNames",
-    "SCALAR_KEYS", "SECRET_KEYS", "SUPPORTED_KUBERAY_CHARTS", "StackConfig", "StorageConfig",
+    "SCALAR_KEYS", "SECRET_KEYS", "SUPPORTED_KUBERAY_CHARTS", "StackConfig", "StorageConfig", "TOP_LEVEL_KEYS",
     "WorkerResources", "_RFC3339", "_Rules", "cpu_cores", "load_stack_config",
     "predefined_machine", "quantity_bytes", "read_pulumi_config", "version_at_least",
 ]

@@ -7,7 +7,8 @@ from typing import Any, Mapping, Optional
 
 from pydantic import ValidationError
 
-from components.config.models import AREAS, REQUIRED_AREAS, SCALAR_KEYS, SECRET_KEYS, _Area
+from components.config.keys import AREAS, REQUIRED_AREAS, SCALAR_KEYS, SECRET_KEYS
+from components.config.models import _Area
 from components.config.patterns import _PROJECT_ID, _REGION
 from components.config.problems import (
     _ABSENT, HIDDEN, NOT_SHOWN, PROJECT, ConfigError, Problem, _lookup,
