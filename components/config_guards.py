@@ -125,7 +125,7 @@ def _check_maintenance(rules: "_Rules") -> None:
     if c is None:
         return
     window = c.maintenance_window
-    # The format is checked by components/config.py; here: that a well-formed time is a real one.
+    # The format is checked by components/config/rules.py; here: that a well-formed time is a real one.
     for field, value in (("startTime", window.start_time), ("endTime", window.end_time)):
         if _WRITTEN_AS_UTC.match(value) and rfc3339(value) is None:
             rules.add(f"cluster.maintenanceWindow.{field}", value,
@@ -186,7 +186,7 @@ def _check_head_machine(rules: "_Rules", limits) -> None:
     if c is None or c.mode != "standard" or c.head_pool is None:
         return
     machine = c.head_pool.machine_type
-    # An unreadable name is reported by components/config.py; here: a readable one that is no shape.
+    # An unreadable name is reported by components/config/rules.py; here: a readable one that is no shape.
     if predefined_machine(machine) is not None and not limits.head_machine_known(machine):
         rules.add("cluster.headPool.machineType", machine, "a real predefined machine type: "
                   + limits.head_machine_choices(machine) + " (data/config-limits.yaml)")

@@ -15,6 +15,7 @@ from components.config.problems import (
 )
 from components.config.rules import _Rules
 from components.config.stack import StackConfig
+from components.config.types import RULE_ERROR
 
 # --------------------------------------------------------------------------------------------
 # Loading
@@ -32,6 +33,8 @@ def _allowed_from_pydantic(error: dict) -> str:
         return "unknown key (a typo?); see the config reference in README.md"
     if kind == "missing":
         return "required"
+    if kind == RULE_ERROR:
+        return error["msg"]      # a single-field rule of components/config/types.py, verbatim
     return error["msg"][0].lower() + error["msg"][1:]
 
 

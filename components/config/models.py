@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from components.config.facts import DEFAULT_GKE_MINOR
+from components.config.types import GkeVersion, HubRevision, KubernetesNamespace, RayClusterName
 
 # --------------------------------------------------------------------------------------------
 # Area models (the shape of each `gke-grpo:<area>` object). Field names are snake_case in
@@ -76,7 +77,7 @@ class ClusterConfig(_Area):
     )
     # A GKE version or version prefix ("1.35", "1.35.1-gke.1396000") passed as
     # min_master_version; also decides the Kubernetes minor that manifests are validated for.
-    min_master_version: str = Field(
+    min_master_version: GkeVersion = Field(
         DEFAULT_GKE_MINOR,
         description=("GKE version or prefix; checked against the GPU, flex-start and Lustre "
                      "minimums"),
@@ -330,7 +331,7 @@ class HeadResources(_Area):
 
 
 class WorkerResources(_Area):
-    # Omitted: computed from the machine's allocatable (components/config.py MachineShape).
+    # Omitted: computed from the machine's allocatable (components/config/machines.py MachineShape).
     cpu: Optional[int] = Field(
         None,
         ge=1,
@@ -364,11 +365,11 @@ class KubeRayConfig(_Area):
                      "(1.7.0)"),
         json_schema_extra={"defaultText": "1.7.0 with `helm`"},
     )
-    namespace: str = Field(
+    namespace: KubernetesNamespace = Field(
         "grpo",
         description="namespace of the Ray cluster, storage claim and secrets",
     )
-    ray_cluster_name: str = Field("grpo", description="RayCluster name")
+    ray_cluster_name: RayClusterName = Field("grpo", description="RayCluster name")
     image: Optional[str] = Field(
         None,
         description="Ray image; must be a row of the table for `job.framework`",
@@ -435,14 +436,14 @@ class JobConfig(_Area):
     experiment_name: str = Field(description="names the run and its checkpoint directory")
     model: str = Field("Qwen/Qwen2.5-32B-Instruct", description="Hugging Face model id")
     # Hugging Face Hub commit shas (40 hex): optional, a warning says when absent.
-    model_revision: Optional[str] = Field(
+    model_revision: Optional[HubRevision] = Field(
         None,
         description=("Hub commit sha of the model: download, marker, directory, spec hash "
                      "([docs/frameworks.md](docs/frameworks.md))"),
         json_schema_extra={"defaultText": "unset (warning)"},
     )
     dataset: Literal["gsm8k"] = Field("gsm8k", description="the training dataset")
-    dataset_revision: Optional[str] = Field(
+    dataset_revision: Optional[HubRevision] = Field(
         None,
         description="Hub commit sha of `openai/gsm8k`",
         json_schema_extra={"defaultText": "unset (warning)"},

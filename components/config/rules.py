@@ -17,7 +17,7 @@ from components.config.models import (
     NetworkConfig, StorageConfig, _Area,
 )
 from components.config.patterns import (
-    _BUCKET, _CPU_QUANTITY, _DNS1123_LABEL, _GKE_VERSION, _LUSTRE_FILESYSTEM, _PROJECT_ID,
+    _BUCKET, _CPU_QUANTITY, _GKE_VERSION, _LUSTRE_FILESYSTEM, _PROJECT_ID,
     _QUANTITY, _RFC1035, _RFC3339, _ZONE, _version_tuple, quantity_bytes, version_at_least,
 )
 from components.config.problems import PROJECT, Problem, _lookup
@@ -76,14 +76,11 @@ class _Rules:
         elif self.region and zone_match.group(1) != self.region:
             self.add("cluster.zone", c.zone, f"a zone of the region gcp:region={self.region} "
                      f"(for example {self.region}-b)")
-        if not _GKE_VERSION.match(c.min_master_version):
+        # The version's format is checked by its type (types.GkeVersion).
+        major, minor = _version_tuple(c.min_master_version)[:2]
+        if (major, minor) < tuple(int(p) for p in MINIMUM_GKE_MINOR.split(".")):
             self.add("cluster.minMasterVersion", c.min_master_version,
-                     'a GKE version or prefix such as "1.33" or "1.33.5-gke.1308000"')
-        else:
-            major, minor = _version_tuple(c.min_master_version)[:2]
-            if (major, minor) < tuple(int(p) for p in MINIMUM_GKE_MINOR.split(".")):
-                self.add("cluster.minMasterVersion", c.min_master_version,
-                         f"{MINIMUM_GKE_MINOR} or later: A3 Ultra and A4 GPU nodes need it")
+                     f"{MINIMUM_GKE_MINOR} or later: A3 Ultra and A4 GPU nodes need it")
         window = c.maintenance_window
         for field, value in (("startTime", window.start_time), ("endTime", window.end_time)):
             if not _RFC3339.match(value):
@@ -370,13 +367,6 @@ class _Rules:
     # ---- kuberay ----------------------------------------------------------------------------
     def _check_kuberay(self) -> None:
         k = self.kuberay
-        if not _DNS1123_LABEL.match(k.namespace) or len(k.namespace) > 63:
-            self.add("kuberay.namespace", k.namespace, "a Kubernetes namespace name: lowercase "
-                     "letters, digits and hyphens, at most 63 characters")
-        if not _RFC1035.match(k.ray_cluster_name) or len(k.ray_cluster_name) > 40:
-            self.add("kuberay.rayClusterName", k.ray_cluster_name, "lowercase letters, digits and "
-                     "hyphens, starting with a letter, at most 40 characters (KubeRay derives "
-                     "service names from it)")
         if k.operator == "addon" and k.helm_chart_version is not None:
             self.add("kuberay.helmChartVersion", k.helm_chart_version,
                      'only with kuberay.operator "helm": the GKE Ray addon and the Helm operator '
@@ -556,11 +546,6 @@ class _Rules:
         if (j.total_steps is None) == (j.total_epochs is None):
             self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "
                      "job.totalEpochs")
-        for key, revision in (("job.modelRevision", j.model_revision),
-                              ("job.datasetRevision", j.dataset_revision)):
-            if revision is not None and not re.match(r"^[0-9a-f]{40}$", revision):
-                self.add(key, revision, "a Hugging Face Hub commit sha: 40 lower-case hex "
-                         "characters (the model or dataset page, 'Files and versions', History)")
         gate = j.health_gate
         if gate.mode != "off":
             sizes = gate.message_sizes_mib
