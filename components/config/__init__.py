@@ -11,7 +11,8 @@ The package, by area:
 - ``patterns``: name patterns, Kubernetes quantities, GKE version comparison;
 - ``models``: the pydantic model of each ``gke-grpo:<area>`` (shape and single-field rules);
 - ``keys``: the areas, secrets and scalar keys of a stack config;
-- ``rules``: the rules that span several keys, in one place (plus ``components.config_guards``);
+- ``rules``: the rules that span several keys, in one place, with ``guards`` (values no API
+  accepts, ceilings of ``limits``: data/config-limits.yaml);
 - ``stack``: ``StackConfig`` (derived values, one place each) and ``ResourceNames``;
 - ``loader``: ``load_stack_config`` (every problem at once) and ``read_pulumi_config``;
 - ``sidecar``: the gcsfuse sidecar's limits, which the rules and components/storage.py share.

@@ -55,7 +55,7 @@ class _Rules:
             self._check_kuberay()
         if self.job:
             self._check_job()
-        from components.config_guards import check_guards   # values no API accepts (issue 14)
+        from components.config.guards import check_guards   # values no API accepts (issue 14)
         check_guards(self)
 
     # ---- cluster --------------------------------------------------------------------------
@@ -86,7 +86,7 @@ class _Rules:
             if not _RFC3339.match(value):
                 self.add(f"cluster.maintenanceWindow.{field}", value,
                          "an RFC 3339 UTC time such as 2025-01-04T02:00:00Z")
-        from components.config_guards import rfc3339
+        from components.config.guards import rfc3339
         start, end = rfc3339(window.start_time), rfc3339(window.end_time)
         if _RFC3339.match(window.start_time) and _RFC3339.match(window.end_time) \
                 and start is not None and end is not None and end <= start:
