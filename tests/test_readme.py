@@ -107,6 +107,7 @@ def test_the_committed_stack_files_match_the_schema(stack):
     (("gke-grpo:clustr", None, {"name": "x"}), "config"),         # a typo of an area
     (("gke-grpo:network", "rdmaMtu", 9000), "gke-grpo:network"),   # above the maximum
     (("gke-grpo:cluster", "mode", "hybrid"), "gke-grpo:cluster"),  # not an enumeration value
+    (("gke-grpo:kuberay", "namespace", "Bad_NS"), "gke-grpo:kuberay"),  # a typed field's rule
 ])
 def test_the_schema_flags_what_the_models_refuse(change, path):
     document = copy.deepcopy(yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text()))
