@@ -5,7 +5,7 @@ them out of anything printed.
     looks_like_secret_value("hf_...") -> True           secret_value_kind(text) -> "a Hugging Face token (hf_...)"
     redact("x --wandb_api_key=abc") -> "x --wandb_api_key=[redacted]"
 
-Used by the stack config's messages (components/config.py), preflight (jobs/preflight.py), the
+Used by the stack config's messages (components/config/), preflight (jobs/preflight.py), the
 jobs CLI's submission guard (jobs/runs.py) and the policy pack (policy/rules.py, which loads this
 file by path: it runs in its own virtualenv and imports nothing of the program). Standard
 library only.

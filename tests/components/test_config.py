@@ -284,3 +284,43 @@ def test_the_default_minor_clears_every_version_gate():
     assert schema_version(DEFAULT_GKE_MINOR) == "1.35.0"
     for stack in ("dev", "prod"):
         assert load_stack_config(*stack_config(stack)).cluster.min_master_version == DEFAULT_GKE_MINOR
+
+
+# ---- issue 15: single-field rules as pydantic types (components/config/types.py) ---------------
+
+SAME_WORDS = {
+    "kuberay.namespace": ("Bad_NS", "a Kubernetes namespace name: lowercase letters, digits and "
+                          "hyphens, at most 63 characters"),
+    "kuberay.rayClusterName": ("9grpo", "lowercase letters, digits and hyphens, starting with a "
+                               "letter, at most 40 characters (KubeRay derives service names from it)"),
+    "job.modelRevision": ("main", "a Hugging Face Hub commit sha: 40 lower-case hex characters "
+                          "(the model or dataset page, 'Files and versions', History)"),
+    "cluster.minMasterVersion": ("latest", 'a GKE version or prefix such as "1.33" or '
+                                 '"1.33.5-gke.1308000"'),
+}
+
+
+@pytest.mark.parametrize("key", sorted(SAME_WORDS))
+def test_a_typed_field_reports_the_words_of_the_former_rule(key):
+    value, allowed = SAME_WORDS[key]
+    with pytest.raises(ConfigError) as err:
+        load_stack_config(*stack_config("prod", {P + key: value}))
+    assert [str(p) for p in err.value.problems] == [f"{P}{key}: given {value!r}; {allowed}".replace(
+        f"{value!r}", f'"{value}"')]
+
+
+def test_a_malformed_version_with_flex_start_is_a_problem_not_a_traceback():
+    # Before the version became a type, flex-start compared the malformed version and crashed.
+    with pytest.raises(ConfigError) as err:
+        load_stack_config(*stack_config("dev", {P + "cluster.minMasterVersion": "latest",
+                                                P + "gpu.provisioningModel": "flex-start"}))
+    assert [p.key for p in err.value.problems] == [P + "cluster.minMasterVersion"]
+
+
+def test_typed_fields_and_rules_are_reported_together():
+    with pytest.raises(ConfigError) as err:
+        load_stack_config(*stack_config("prod", {P + "kuberay.namespace": "Bad_NS",
+                                                 P + "kuberay.operatorNamespace": "ray-system",
+                                                 P + "cluster.zone": "mars-1"}))
+    assert {p.key for p in err.value.problems} == {
+        P + "kuberay.namespace", P + "kuberay.operatorNamespace", P + "cluster.zone"}

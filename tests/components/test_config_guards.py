@@ -1,4 +1,4 @@
-"""Values no API accepts are refused up front, naming the key (components/config_guards.py,
+"""Values no API accepts are refused up front, naming the key (components/config/guards.py,
 data/config-limits.yaml), and the RRULE / RFC 3339 parsers on their own."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from components.config import ConfigError, load_stack_config
-from components.config_guards import rfc3339, rrule_problem
-from components.config_limits import load_config_limits
+from components.config.guards import rfc3339, rrule_problem
+from components.config.limits import load_config_limits
 from tests.conftest import stack_config
 
 TOKEN = "hf_" + "Zq9" * 12

@@ -1,6 +1,6 @@
 """Ceilings of the stack config (data/config-limits.yaml): the largest RayJob deadline the API
 accepts, the GKE node ceiling of a node pool, and the real predefined shapes of the head pool's
-machine. One small typed loader; components/config.py applies the rules."""
+machine. One small typed loader; components/config/guards.py applies the rules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-LIMITS_FILE = Path(__file__).resolve().parent.parent / "data" / "config-limits.yaml"
+LIMITS_FILE = Path(__file__).resolve().parent.parent.parent / "data" / "config-limits.yaml"
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 data/config-limits.yaml, model ids, gcsfuse's file cache against the node's local SSD, real head
 machine shapes, and maintenance windows and exclusions whose times and RRULE really parse.
 
-``check_guards(rules)`` runs on components.config's ``_Rules`` (the areas that parsed) and
+``check_guards(rules)`` runs on components/config/rules.py's ``_Rules`` (the areas that parsed) and
 reports through ``rules.add(key, given, allowed)``, so each problem names the key a user wrote.
 Pure functions; ``rrule_problem`` and ``rfc3339`` are usable on their own.
 """
@@ -14,10 +14,10 @@ import math
 import re
 from typing import TYPE_CHECKING, Optional
 
-from components.config_limits import load_config_limits
+from components.config.limits import load_config_limits
 
 if TYPE_CHECKING:
-    from components.config import _Rules
+    from components.config.rules import _Rules
 
 # Hugging Face repo ids: huggingface_hub's validate_repo_id (huggingface_hub/utils/_validators.py,
 # 1.33.0 as installed, read 2026-12-01): "[\w\-.]+" names, at most one "/", no "--" or "..",
@@ -119,13 +119,13 @@ def check_guards(rules: "_Rules") -> None:
 
 
 def _check_maintenance(rules: "_Rules") -> None:
-    from components.config import _RFC3339 as _WRITTEN_AS_UTC   # the format config.py checks
+    from components.config.patterns import _RFC3339 as _WRITTEN_AS_UTC   # the format config.py checks
 
     c = rules.cluster
     if c is None:
         return
     window = c.maintenance_window
-    # The format is checked by components/config.py; here: that a well-formed time is a real one.
+    # The format is checked by components/config/rules.py; here: that a well-formed time is a real one.
     for field, value in (("startTime", window.start_time), ("endTime", window.end_time)):
         if _WRITTEN_AS_UTC.match(value) and rfc3339(value) is None:
             rules.add(f"cluster.maintenanceWindow.{field}", value,
@@ -161,8 +161,9 @@ def _check_gpu(rules: "_Rules", limits) -> None:
 
 
 def _check_gcs_cache(rules: "_Rules") -> None:
-    from components.config import MACHINE_SHAPES, GcsStorage
-    from components.storage import EPHEMERAL_HEADROOM_FRACTION, EPHEMERAL_HEADROOM_MIN_GIB
+    from components.config.machines import MACHINE_SHAPES
+    from components.config.models import GcsStorage
+    from components.config.sidecar import EPHEMERAL_HEADROOM_FRACTION, EPHEMERAL_HEADROOM_MIN_GIB
 
     s = rules.storage
     if s is None or s.kind != "gcs" or rules.gpu is None:
@@ -180,13 +181,13 @@ def _check_gcs_cache(rules: "_Rules") -> None:
 
 
 def _check_head_machine(rules: "_Rules", limits) -> None:
-    from components.config import predefined_machine
+    from components.config.machines import predefined_machine
 
     c = rules.cluster
     if c is None or c.mode != "standard" or c.head_pool is None:
         return
     machine = c.head_pool.machine_type
-    # An unreadable name is reported by components/config.py; here: a readable one that is no shape.
+    # An unreadable name is reported by components/config/rules.py; here: a readable one that is no shape.
     if predefined_machine(machine) is not None and not limits.head_machine_known(machine):
         rules.add("cluster.headPool.machineType", machine, "a real predefined machine type: "
                   + limits.head_machine_choices(machine) + " (data/config-limits.yaml)")

@@ -1,0 +1,58 @@
+"""Typed stack configuration: the one owner of every default, derived value and rule.
+
+A stack's config (``Pulumi.<stack>.yaml``) is parsed and validated here as a whole before the
+program registers a single resource. Problems are collected, never raised one at a time: a user
+with three mistakes sees three lines, each naming the key as they would write it
+(``gke-grpo:gpu.reservation.name``), the value they gave and what is allowed.
+
+The package, by area:
+
+- ``facts``: sourced facts (machine shapes, Lustre tiers, GKE version gates), read from data/;
+- ``patterns``: name patterns, Kubernetes quantities, GKE version comparison;
+- ``models``: the pydantic model of each ``gke-grpo:<area>`` (shape and single-field rules);
+- ``keys``: the areas, secrets and scalar keys of a stack config;
+- ``rules``: the rules that span several keys, in one place, with ``guards`` (values no API
+  accepts, ceilings of ``limits``: data/config-limits.yaml);
+- ``stack``: ``StackConfig`` (derived values, one place each) and ``ResourceNames``;
+- ``loader``: ``load_stack_config`` (every problem at once) and ``read_pulumi_config``;
+- ``sidecar``: the gcsfuse sidecar's limits, which the rules and components/storage.py share.
+
+Every name other code imports from ``components.config`` is re-exported here.
+"""
+
+from components.config.facts import (
+    DEFAULT_GKE_MINOR, DEFAULT_KUBERAY_CHART_VERSION, FLEX_START_MAX_RUN_SECONDS,
+    FLEX_START_MIN_GKE_VERSION, KUBERAY_CRD_DIR, LUSTRE_CSI_MIN_GKE_VERSION,
+    LUSTRE_MODERN_PORT_MIN_GKE_VERSION, LUSTRE_TIERS, MACHINE_SHAPES, PROVISIONING_MODELS,
+    SUPPORTED_KUBERAY_CHARTS, LustreTier, MachineShape, predefined_machine,
+)
+from components.config.loader import load_stack_config, read_pulumi_config
+from components.config.keys import (
+    AREAS, GCP_REQUIRED, OFFLINE_SECRET_KEYS, REQUIRED_AREAS, SCALAR_KEYS, SECRET_KEYS,
+    TOP_LEVEL_KEYS,
+)
+from components.config.models import (
+    AuthorizedNetwork, ClusterConfig, GcsStorage, GpuConfig, HeadPool, HeadResources,
+    HealthGateConfig, JobConfig, KubeRayConfig, LustreStorage, MaintenanceExclusion,
+    MaintenanceWindow, NetworkConfig, Reservation, StorageConfig, WorkerResources,
+)
+from components.config.patterns import (
+    _RFC3339, cpu_cores, quantity_bytes, version_at_least,
+)
+from components.config.problems import HIDDEN, NOT_SHOWN, PROJECT, ConfigError, Problem
+from components.config.rules import _Rules
+from components.config.stack import ResourceNames, StackConfig
+
+__all__ = [
+    "AREAS", "AuthorizedNetwork", "ClusterConfig", "ConfigError", "DEFAULT_GKE_MINOR",
+    "DEFAULT_KUBERAY_CHART_VERSION", "FLEX_START_MAX_RUN_SECONDS", "FLEX_START_MIN_GKE_VERSION",
+    "GCP_REQUIRED", "GcsStorage", "GpuConfig", "HIDDEN", "HeadPool", "HeadResources",
+    "HealthGateConfig", "JobConfig", "KUBERAY_CRD_DIR", "KubeRayConfig",
+    "LUSTRE_CSI_MIN_GKE_VERSION", "LUSTRE_MODERN_PORT_MIN_GKE_VERSION", "LUSTRE_TIERS",
+    "LustreStorage", "LustreTier", "MACHINE_SHAPES", "MachineShape", "MaintenanceExclusion",
+    "MaintenanceWindow", "NOT_SHOWN", "NetworkConfig", "OFFLINE_SECRET_KEYS", "PROJECT",
+    "PROVISIONING_MODELS", "Problem", "REQUIRED_AREAS", "Reservation", "ResourceNames",
+    "SCALAR_KEYS", "SECRET_KEYS", "SUPPORTED_KUBERAY_CHARTS", "StackConfig", "StorageConfig", "TOP_LEVEL_KEYS",
+    "WorkerResources", "_RFC3339", "_Rules", "cpu_cores", "load_stack_config",
+    "predefined_machine", "quantity_bytes", "read_pulumi_config", "version_at_least",
+]

@@ -1,0 +1,34 @@
+"""Facts the config rules rely on, in one import: the sourced tables (data/gpu-machines.yaml,
+data/lustre-tiers.yaml, data/gke-version-gates.yaml, each read by its own loader) and the
+program's own choices (provisioning models, KubeRay chart range)."""
+
+from __future__ import annotations
+
+from components.config.gke_versions import load_gke_version_gates
+from components.config.lustre import LUSTRE_TIERS, LustreTier
+from components.config.machines import MACHINE_SHAPES, MachineShape, predefined_machine
+
+__all__ = [
+    "DEFAULT_GKE_MINOR", "DEFAULT_KUBERAY_CHART_VERSION", "FLEX_START_MAX_RUN_SECONDS",
+    "FLEX_START_MIN_GKE_VERSION", "KUBERAY_CRD_DIR", "LUSTRE_CSI_MIN_GKE_VERSION",
+    "LUSTRE_MODERN_PORT_MIN_GKE_VERSION", "LUSTRE_TIERS", "MACHINE_SHAPES", "MINIMUM_GKE_MINOR",
+    "PROVISIONING_MODELS", "SUPPORTED_KUBERAY_CHARTS", "LustreTier", "MachineShape",
+    "predefined_machine",
+]
+
+DEFAULT_KUBERAY_CHART_VERSION = "1.7.0"
+SUPPORTED_KUBERAY_CHARTS = ((1, 6, 0), (1, 8, 0))  # [from, to)
+# The KubeRay CRDs are vendored per chart version (data/kuberay-crds/v<version>/, copied from
+# ray-project/kuberay helm-chart/kuberay-operator/crds/ at tag v<version>) and applied from
+# those files: `pulumi up` fetches nothing. A chart version needs its CRDs vendored first.
+KUBERAY_CRD_DIR = "data/kuberay-crds"
+
+_GATES = load_gke_version_gates()
+DEFAULT_GKE_MINOR = _GATES.default_minor
+MINIMUM_GKE_MINOR = _GATES.minimum_minor
+FLEX_START_MIN_GKE_VERSION = _GATES.flex_start
+LUSTRE_MODERN_PORT_MIN_GKE_VERSION = _GATES.lustre_modern_port
+LUSTRE_CSI_MIN_GKE_VERSION = _GATES.lustre_csi
+
+PROVISIONING_MODELS = ("reservation", "spot", "flex-start")
+FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600

@@ -1,0 +1,558 @@
+"""Rules spanning several keys of the stack config, in one place."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any, Optional
+
+from components.config.facts import (
+    FLEX_START_MAX_RUN_SECONDS, FLEX_START_MIN_GKE_VERSION, KUBERAY_CRD_DIR,
+    LUSTRE_CSI_MIN_GKE_VERSION, LUSTRE_MODERN_PORT_MIN_GKE_VERSION, LUSTRE_TIERS, MACHINE_SHAPES,
+    MINIMUM_GKE_MINOR,
+    PROVISIONING_MODELS, SUPPORTED_KUBERAY_CHARTS, MachineShape, predefined_machine,
+)
+from components.config.models import (
+    ClusterConfig, GcsStorage, GpuConfig, HeadPool, JobConfig, KubeRayConfig, LustreStorage,
+    NetworkConfig, StorageConfig, _Area,
+)
+from components.config.patterns import (
+    _BUCKET, _CPU_QUANTITY, _GKE_VERSION, _LUSTRE_FILESYSTEM, _PROJECT_ID,
+    _QUANTITY, _RFC1035, _RFC3339, _ZONE, _version_tuple, quantity_bytes, version_at_least,
+)
+from components.config.problems import PROJECT, Problem, _lookup
+from components.config.stack import ResourceNames
+
+
+class _Rules:
+    """Rules spanning several keys. Each check reads only areas that parsed."""
+
+    def __init__(self, problems: list[Problem], parsed: dict[str, Optional[_Area]],
+                 region: Optional[str], project: Optional[str] = None):
+        self.problems = problems
+        self.cluster: Optional[ClusterConfig] = parsed["cluster"]
+        self.gpu: Optional[GpuConfig] = parsed["gpu"]
+        self.network: Optional[NetworkConfig] = parsed["network"]
+        self.storage: Optional[StorageConfig] = parsed["storage"]
+        self.kuberay: Optional[KubeRayConfig] = parsed["kuberay"]
+        self.job: Optional[JobConfig] = parsed["job"]
+        self.region = region
+        self.project = project
+
+    def add(self, key: str, given: Any, allowed: str) -> None:
+        self.problems.append(Problem(f"{PROJECT}:{key}", given, allowed))
+
+    def run(self) -> None:
+        if self.cluster:
+            self._check_cluster()
+        if self.gpu:
+            self._check_gpu()
+        if self.network:
+            self._check_network()
+        if self.storage:
+            self._check_storage()
+        if self.kuberay:
+            self._check_kuberay()
+        if self.job:
+            self._check_job()
+        from components.config.guards import check_guards   # values no API accepts (issue 14)
+        check_guards(self)
+
+    # ---- cluster --------------------------------------------------------------------------
+    def _check_cluster(self) -> None:
+        c = self.cluster
+        if len(c.name) > 40 or not _RFC1035.match(c.name):
+            self.add("cluster.name", c.name, "1-40 characters: lowercase letters, digits and "
+                     "hyphens, starting with a letter and not ending with a hyphen")
+        else:
+            for derived in ResourceNames(c.name, 8).all_rfc1035():
+                if len(derived) > 63:
+                    self.add("cluster.name", c.name, f"too long: the derived name {derived!r} "
+                             "exceeds GCP's 63 characters")
+                    break
+        zone_match = _ZONE.match(c.zone)
+        if not zone_match:
+            self.add("cluster.zone", c.zone, "a GCP zone such as us-central1-b")
+        elif self.region and zone_match.group(1) != self.region:
+            self.add("cluster.zone", c.zone, f"a zone of the region gcp:region={self.region} "
+                     f"(for example {self.region}-b)")
+        # The version's format is checked by its type (types.GkeVersion).
+        major, minor = _version_tuple(c.min_master_version)[:2]
+        if (major, minor) < tuple(int(p) for p in MINIMUM_GKE_MINOR.split(".")):
+            self.add("cluster.minMasterVersion", c.min_master_version,
+                     f"{MINIMUM_GKE_MINOR} or later: A3 Ultra and A4 GPU nodes need it")
+        window = c.maintenance_window
+        for field, value in (("startTime", window.start_time), ("endTime", window.end_time)):
+            if not _RFC3339.match(value):
+                self.add(f"cluster.maintenanceWindow.{field}", value,
+                         "an RFC 3339 UTC time such as 2025-01-04T02:00:00Z")
+        from components.config.guards import rfc3339
+        start, end = rfc3339(window.start_time), rfc3339(window.end_time)
+        if _RFC3339.match(window.start_time) and _RFC3339.match(window.end_time) \
+                and start is not None and end is not None and end <= start:
+            self.add("cluster.maintenanceWindow.endTime", window.end_time,
+                     f"a time after maintenanceWindow.startTime ({window.start_time})")
+        if not window.recurrence.startswith("FREQ="):
+            self.add("cluster.maintenanceWindow.recurrence", window.recurrence,
+                     "an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU")
+        for i, exclusion in enumerate(c.maintenance_exclusions):
+            if not _RFC1035.match(exclusion.name) or len(exclusion.name) > 63:
+                self.add(f"cluster.maintenanceExclusions[{i}].name", exclusion.name,
+                         "lowercase letters, digits and hyphens, at most 63 characters")
+            for field, value in (("startTime", exclusion.start_time), ("endTime", exclusion.end_time)):
+                if not _RFC3339.match(value):
+                    self.add(f"cluster.maintenanceExclusions[{i}].{field}", value,
+                             "an RFC 3339 UTC time such as 2026-12-01T00:00:00Z")
+        if c.mode == "autopilot" and c.head_pool is not None:
+            self.add("cluster.headPool", c.head_pool.model_dump(by_alias=True, exclude_unset=True),
+                     "not allowed on Autopilot: Autopilot has no node pools; the Ray head runs on "
+                     "Autopilot's default on-demand (non-Spot) capacity")
+        if c.head_pool is not None and c.head_pool.min_nodes > c.head_pool.max_nodes:
+            self.add("cluster.headPool.minNodes", c.head_pool.min_nodes,
+                     f"at most headPool.maxNodes ({c.head_pool.max_nodes})")
+        self._check_control_plane_access()
+
+    def _check_control_plane_access(self) -> None:
+        """The control plane is never open to the internet by default: the DNS-based endpoint
+        (IAM decides who connects) or the IP endpoint limited to named networks."""
+        c = self.cluster
+        networks = c.master_authorized_networks
+        if c.control_plane_access == "dns" and networks:
+            self.add("cluster.masterAuthorizedNetworks",
+                     [n.model_dump(by_alias=True) for n in networks],
+                     'only with cluster.controlPlaneAccess "authorizedNetworks": with "dns" the IP '
+                     "endpoints are off and IAM (container.clusters.connect) decides who connects")
+        if c.control_plane_access == "authorizedNetworks" and not networks:
+            self.add("cluster.masterAuthorizedNetworks", [], 'at least one {"cidrBlock": '
+                     '"203.0.113.0/24", "displayName": "office"} with controlPlaneAccess '
+                     '"authorizedNetworks" (or use controlPlaneAccess "dns")')
+        for i, network in enumerate(networks):
+            key = f"cluster.masterAuthorizedNetworks[{i}].cidrBlock"
+            try:
+                net = ipaddress.IPv4Network(network.cidr_block, strict=True)
+            except ValueError as err:
+                self.add(key, network.cidr_block, f"an IPv4 CIDR such as 203.0.113.0/24 ({err})")
+                continue
+            if net.prefixlen == 0:
+                self.add(key, network.cidr_block, "a range narrower than 0.0.0.0/0: that would "
+                         "open the control plane to the whole internet")
+
+    # ---- gpu --------------------------------------------------------------------------------
+    def _check_gpu(self) -> None:
+        g = self.gpu
+        shape = MACHINE_SHAPES[g.type]
+        autopilot = self.cluster is not None and self.cluster.mode == "autopilot"
+        model = g.provisioning_model
+        if model not in PROVISIONING_MODELS:
+            hint = ""
+            if model in ("on-demand", "ondemand", "standard", "on_demand"):
+                hint = (f"{shape.machine_type} has no plain on-demand capacity; ")
+            self.add("gpu.provisioningModel", model, hint + "one of reservation, spot, "
+                     "flex-start (a reservation you own, Spot VMs, or flex-start for up to 7 days)")
+        if g.machine_type is not None:
+            if autopilot:
+                self.add("gpu.machineType", g.machine_type, "not allowed on Autopilot (a node "
+                         "pool setting): Autopilot picks the machine from gpu.type")
+            elif g.machine_type != shape.machine_type:
+                self.add("gpu.machineType", g.machine_type,
+                         f"{g.type} runs on {shape.machine_type} only (omit the key: it is "
+                         "derived from gpu.type)")
+        if model == "reservation":
+            if g.reservation is None:
+                self.add("gpu.reservation", None, 'required when provisioningModel is '
+                         '"reservation": {"name": "<reservation name>"}')
+        elif g.reservation is not None:
+            self.add("gpu.reservation", g.reservation.model_dump(by_alias=True, exclude_none=True),
+                     'only with provisioningModel "reservation"')
+        if g.reservation is not None:
+            r = g.reservation
+            if len(r.name) > 63 or not _RFC1035.match(r.name):
+                self.add("gpu.reservation.name", r.name, "a reservation name: lowercase letters, "
+                         "digits and hyphens, at most 63 characters")
+            if r.block is not None and autopilot:
+                self.add("gpu.reservation.block", r.block, "Standard clusters only: this program "
+                         "selects a reservation block through a node pool's reservation affinity")
+            elif r.block is not None and (len(r.block) > 63 or not _RFC1035.match(r.block)):
+                self.add("gpu.reservation.block", r.block, "a reservation block name: lowercase "
+                         "letters, digits and hyphens, at most 63 characters")
+            if r.project is not None and autopilot:
+                self.add("gpu.reservation.project", r.project, "Standard clusters only: this "
+                         "program consumes a shared reservation through a node pool's affinity")
+            elif r.project is not None and not _PROJECT_ID.match(r.project):
+                self.add("gpu.reservation.project", r.project, "a GCP project id")
+        if g.max_run_duration_seconds is not None:
+            if autopilot:
+                self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds, "Standard clusters "
+                         "only: it is a node pool setting (Autopilot flex-start nodes get GKE's default)")
+            elif model != "flex-start":
+                self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds,
+                         'only with provisioningModel "flex-start"')
+            elif g.max_run_duration_seconds > FLEX_START_MAX_RUN_SECONDS:
+                self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds,
+                         f"at most {FLEX_START_MAX_RUN_SECONDS} (7 days, flex-start's limit)")
+        if model == "flex-start" and g.auto_repair:
+            self.add("gpu.autoRepair", g.auto_repair, "false (or omitted) with flex-start: GKE "
+                     "does not auto-repair flex-start nodes")
+        if model == "flex-start" and self.cluster is not None and not version_at_least(
+                self.cluster.min_master_version, FLEX_START_MIN_GKE_VERSION) and _GKE_VERSION.match(
+                self.cluster.min_master_version):
+            self.add("cluster.minMasterVersion", self.cluster.min_master_version,
+                     f"at least {FLEX_START_MIN_GKE_VERSION} for flex-start GPU node pools")
+        if self.cluster is not None and _GKE_VERSION.match(self.cluster.min_master_version) and \
+                not version_at_least(self.cluster.min_master_version, shape.min_gke_version):
+            self.add("cluster.minMasterVersion", self.cluster.min_master_version,
+                     f"at least {shape.min_gke_version} for {g.type}")
+        if autopilot:
+            pool_only = {
+                "minNodes": (g.min_nodes, "autoscaling bounds"),
+                "maxNodes": (g.max_nodes, "autoscaling bounds"),
+                "autoRepair": (g.auto_repair, "auto-repair"),
+                "compactPlacement": (g.compact_placement, "compact placement"),
+                "diskSizeGb": (g.disk_size_gb, "the node boot disk"),
+            }
+            for key, (value, what) in pool_only.items():
+                if value is not None:
+                    self.add(f"gpu.{key}", value, f"not allowed on Autopilot: {what} is a node "
+                             "pool setting and Autopilot manages nodes itself (remove the key)")
+        if g.nodes < 1:
+            self.add("gpu.nodes", g.nodes, "at least 1: the number of GPU nodes the run uses")
+        if not autopilot:
+            min_nodes = 0 if g.min_nodes is None else g.min_nodes
+            max_nodes = g.nodes if g.max_nodes is None else g.max_nodes
+            if min_nodes > g.nodes:
+                self.add("gpu.minNodes", min_nodes, f"at most gpu.nodes ({g.nodes})")
+            if max_nodes < g.nodes:
+                self.add("gpu.maxNodes", max_nodes, f"at least gpu.nodes ({g.nodes}): the run "
+                         "needs that many nodes at once")
+            # Compact placement with flex-start is allowed: Cluster Toolkit's gke-node-pool
+            # precondition supports it on A3 Ultra, A4 and H4D (modules/compute/gke-node-pool/
+            # main.tf @104708037, 2026-06-25), the only machines this program deploys.
+            if model == "flex-start" and min_nodes > 0:
+                self.add("gpu.minNodes", min_nodes, "0 (or omitted) with flex-start: a minimum "
+                         "would hold a granted node, and pay for it, for up to 7 days "
+                         "(maxRunDurationSeconds) with nothing running on it")
+
+    # ---- network ----------------------------------------------------------------------------
+    def _check_network(self) -> None:
+        n = self.network
+        # Both shapes have 8 RDMA NICs; the GPU type decides when it parsed.
+        shape = MACHINE_SHAPES[self.gpu.type if self.gpu else "nvidia-b200"]
+        nics = shape.rdma_nics
+        ranges: list[tuple[str, ipaddress.IPv4Network]] = []
+        for key, value in (("network.clusterSubnetCidr", n.cluster_subnet_cidr),
+                           ("network.podCidr", n.pod_cidr),
+                           ("network.serviceCidr", n.service_cidr),
+                           ("network.gvnicSubnetCidr", n.gvnic_subnet_cidr),
+                           ("network.lustrePeeringCidr", n.lustre_peering_cidr)):
+            parsed = self._cidr(key, value)
+            if parsed:
+                ranges.append((key, parsed))
+            if parsed and key == "network.lustrePeeringCidr" and not 8 <= parsed.prefixlen <= 24:
+                self.add(key, value, "a prefix between /8 and /24 (private service access gives "
+                         "each Lustre instance a /24)")
+        if len(n.rdma_subnet_cidrs) != nics:
+            self.add("network.rdmaSubnetCidrs", list(n.rdma_subnet_cidrs),
+                     f"exactly {nics} CIDRs: one subnet per RDMA NIC of {shape.machine_type}")
+        for i, value in enumerate(n.rdma_subnet_cidrs):
+            parsed = self._cidr(f"network.rdmaSubnetCidrs[{i}]", value)
+            if parsed:
+                ranges.append((f"network.rdmaSubnetCidrs[{i}]", parsed))
+        for i, (key_a, net_a) in enumerate(ranges):
+            for key_b, net_b in ranges[i + 1:]:
+                if net_a.overlaps(net_b):
+                    self.add(key_b, str(net_b), f"a range disjoint from {PROJECT}:{key_a} "
+                             f"({net_a})")
+
+    def _cidr(self, key: str, value: str) -> Optional[ipaddress.IPv4Network]:
+        try:
+            net = ipaddress.IPv4Network(value, strict=True)
+        except ValueError as err:
+            self.add(key, value, f"an IPv4 CIDR such as 10.0.0.0/20 ({err})")
+            return None
+        if not net.is_private:
+            self.add(key, value, "a private (RFC 1918) range")
+            return None
+        if net.prefixlen > 29:
+            self.add(key, value, "a prefix of /29 or larger: GCP subnets need at least 8 addresses")
+            return None
+        return net
+
+    # ---- storage ----------------------------------------------------------------------------
+    def _check_storage(self) -> None:
+        s = self.storage
+        other = "lustre" if s.kind == "gcs" else "gcs"
+        if getattr(s, other) is not None:
+            self.add(f"storage.{other}", getattr(s, other).model_dump(by_alias=True, exclude_none=True),
+                     f'only with storage.kind "{other}" (kind is "{s.kind}")')
+        if s.kind == "gcs":
+            self._check_gcs(s.gcs or GcsStorage())
+        if s.kind == "lustre":
+            self._check_lustre(s.lustre or LustreStorage())
+
+    def _check_gcs(self, gcs: "GcsStorage") -> None:
+        key = "storage.gcs.bucketName"
+        name = gcs.bucket_name
+        if name is None and self.cluster is not None and self.project:
+            name, key = ResourceNames(self.cluster.name, 8).bucket(self.project), "cluster.name"
+        if name is not None and (not _BUCKET.match(name) or name.startswith("goog")
+                                 or "google" in name or ".." in name):
+            what = "" if key.endswith("bucketName") else (
+                f"the default bucket name {name!r} (<cluster name>-<project>) is invalid; set "
+                f"{PROJECT}:storage.gcs.bucketName or shorten the cluster name. A bucket name is ")
+            self.add(key, gcs.bucket_name if key.endswith("bucketName") else self.cluster.name,
+                     what + "3-63 characters: lowercase letters, digits, hyphens, underscores "
+                     "and dots, starting and ending with a letter or digit, not starting with "
+                     '"goog" nor containing "google"')
+        if gcs.soft_delete_retention_days is not None and \
+                gcs.soft_delete_retention_days not in range(7, 91) and gcs.soft_delete_retention_days != 0:
+            self.add("storage.gcs.softDeleteRetentionDays", gcs.soft_delete_retention_days,
+                     "0 (soft delete off) or 7-90 days (Cloud Storage's allowed range)")
+        if gcs.metadata_cache_ttl_seconds == 0:
+            self.add("storage.gcs.metadataCacheTtlSeconds", 0, "a positive TTL or -1 (never "
+                     "expire): 0 turns gcsfuse's metadata cache off (a defect of the tutorial)")
+        autopilot = self.cluster is not None and self.cluster.mode == "autopilot"
+        for field, value, cpu in (("sidecarCpuLimit", gcs.sidecar_cpu_limit, True),
+                                  ("sidecarMemoryLimit", gcs.sidecar_memory_limit, False),
+                                  ("sidecarEphemeralStorageLimit", gcs.sidecar_ephemeral_storage_limit, False)):
+            if value is None:
+                continue
+            valid = _CPU_QUANTITY.match(value) if cpu else _QUANTITY.match(value)
+            if not valid:
+                self.add(f"storage.gcs.{field}", value, "a Kubernetes quantity such as "
+                         + ('"8" or "500m"' if cpu else '"32Gi"'))
+                continue
+            zero = float(re.match(r"[0-9.]+", value).group(0)) == 0
+            if autopilot and zero:
+                self.add(f"storage.gcs.{field}", value, 'a non-zero limit: "0" (unlimited) '
+                         "works on Standard clusters only")
+            elif field == "sidecarEphemeralStorageLimit" and not zero and \
+                    quantity_bytes(value) <= gcs.file_cache_size_gib * 2**30:
+                self.add(f"storage.gcs.{field}", value, f"more than the file cache "
+                         f"({gcs.file_cache_size_gib}Gi, storage.gcs.fileCacheSizeGib): the "
+                         "cache lives in the sidecar's ephemeral storage")
+
+    def _check_lustre(self, lustre: "LustreStorage") -> None:
+        tier = LUSTRE_TIERS.get(lustre.throughput_tier)
+        if tier is None:
+            self.add("storage.lustre.throughputTier", lustre.throughput_tier,
+                     "one of " + ", ".join(str(t) for t in LUSTRE_TIERS) + " (MB/s per TiB)")
+        else:
+            problem = tier.capacity_problem(lustre.capacity_gib)
+            if problem:
+                self.add("storage.lustre.capacityGib", lustre.capacity_gib,
+                         f"{problem} for throughput tier {lustre.throughput_tier}")
+        if not _LUSTRE_FILESYSTEM.match(lustre.filesystem):
+            self.add("storage.lustre.filesystem", lustre.filesystem,
+                     "1-8 letters or digits, starting with a letter (a Lustre fsname)")
+        if lustre.instance_id is not None and (
+                len(lustre.instance_id) > 63 or not _RFC1035.match(lustre.instance_id)):
+            self.add("storage.lustre.instanceId", lustre.instance_id, "1-63 characters: lowercase "
+                     "letters, digits and hyphens, starting with a letter")
+        if lustre.peering_prefix_length is not None:
+            self.add("storage.lustre.peeringPrefixLength", lustre.peering_prefix_length,
+                     "not used any more: the private-services range is network.lustrePeeringCidr "
+                     '(for example "10.96.0.0/20"), checked disjoint from every other range')
+        version = self.cluster.min_master_version if self.cluster else None
+        if version and _GKE_VERSION.match(version):
+            if not version_at_least(version, LUSTRE_CSI_MIN_GKE_VERSION):
+                self.add("cluster.minMasterVersion", version,
+                         f"at least {LUSTRE_CSI_MIN_GKE_VERSION} for the Lustre CSI driver")
+            elif not lustre.legacy_port and not version_at_least(
+                    version, LUSTRE_MODERN_PORT_MIN_GKE_VERSION):
+                self.add("storage.lustre.legacyPort", False,
+                         f"true when nodes may be older than {LUSTRE_MODERN_PORT_MIN_GKE_VERSION} "
+                         f"(cluster.minMasterVersion is {version}); or raise "
+                         "cluster.minMasterVersion to that version and keep the modern port 988")
+
+    # ---- kuberay ----------------------------------------------------------------------------
+    def _check_kuberay(self) -> None:
+        k = self.kuberay
+        if k.operator == "addon" and k.helm_chart_version is not None:
+            self.add("kuberay.helmChartVersion", k.helm_chart_version,
+                     'only with kuberay.operator "helm": the GKE Ray addon and the Helm operator '
+                     "must never both run")
+        if k.operator == "helm" and k.operator_namespace is not None:
+            self.add("kuberay.operatorNamespace", k.operator_namespace, 'only with kuberay.operator '
+                     '"addon": the Helm release lives in kuberay-system')
+        self._check_image()
+        self._check_worker()
+        self._check_head()
+        self._check_chart_version()
+        if k.helm_chart_version is not None and not re.match(r"^\d+\.\d+\.\d+$", k.helm_chart_version):
+            self.add("kuberay.helmChartVersion", k.helm_chart_version,
+                     'an exact chart version such as "1.7.0"')
+
+    def _check_chart_version(self) -> None:
+        version = self.kuberay.helm_chart_version
+        if version is None or not re.match(r"^\d+\.\d+\.\d+$", version):
+            return
+        parts = tuple(int(p) for p in version.split("."))
+        if not SUPPORTED_KUBERAY_CHARTS[0] <= parts < SUPPORTED_KUBERAY_CHARTS[1]:
+            self.add("kuberay.helmChartVersion", version, "a kuberay-operator 1.6.x or 1.7.x chart: the "
+                     "program installs RayCronJob's CRD (1.6.0+) and its RayCluster/RayJob are "
+                     "validated against the 1.7.0 CRD schemas")
+            return
+        from components.kuberay_crds import vendored_chart_versions
+        vendored = vendored_chart_versions()
+        if version not in vendored:
+            self.add("kuberay.helmChartVersion", version, "a chart version whose CRDs are vendored "
+                     f"under {KUBERAY_CRD_DIR}/ (" + ", ".join(vendored) + "): the CRDs are applied "
+                     "from the repository, never fetched at `pulumi up`; vendor "
+                     "helm-chart/kuberay-operator/crds/*.yaml of that tag first")
+
+    def _check_image(self) -> None:
+        from components.versions import image_reference_problem, load_versions
+
+        image = self.kuberay.image
+        if image is None:
+            return
+        problem = image_reference_problem(image)
+        if problem:
+            self.add("kuberay.image", image, f"a pinned image: it {problem}")
+            return
+        versions = load_versions()
+        row = versions.by_image(image)
+        if row is None:
+            self.add("kuberay.image", image, "an image of the supported-versions table "
+                     "(data/versions.yaml): " + ", ".join(r.image for r in versions.images))
+        elif self.job is not None and row.framework != self.job.framework:
+            self.add("kuberay.image", image, f"an image for job.framework {self.job.framework!r} "
+                     f"(this one is for {row.framework!r})")
+
+    def _check_worker(self) -> None:
+        worker = self.kuberay.worker
+        if self.gpu is None:
+            return
+        shape = MACHINE_SHAPES[self.gpu.type]
+        # Same headroom as components/kuberay.py: system DaemonSets need room on the node.
+        from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB, worker_size_limit
+        sidecar_cpu, sidecar_memory, sidecar_note = 0.0, 0.0, ""
+        if self.storage is not None and self.storage.kind == "gcs" and self.cluster is not None:
+            # The gcsfuse sidecar shares the worker's node; with a limit its request counts.
+            from components.config.sidecar import gcsfuse_sidecar_limits
+            try:
+                limits = gcsfuse_sidecar_limits(self.storage.gcs or GcsStorage(),
+                                                self.cluster.mode == "autopilot")
+                sidecar_cpu, sidecar_memory = limits.budget()
+            except ValueError:
+                pass  # an unreadable quantity is reported by _check_gcs
+            if sidecar_cpu or sidecar_memory:
+                sidecar_note = f" and the gcsfuse sidecar takes {limits.cpu} CPU, {limits.memory}"
+        max_cpu, max_memory = worker_size_limit(shape.allocatable_cpu, shape.allocatable_memory_gib,
+                                                sidecar_cpu, sidecar_memory)
+        if worker.cpu is not None and worker.cpu > max_cpu:
+            self.add("kuberay.worker.cpu", worker.cpu, f"at most {max_cpu}: {shape.machine_type} "
+                     f"has ~{shape.allocatable_cpu:.2f} allocatable CPUs and GKE's system "
+                     f"DaemonSets need ~{SYSTEM_RESERVE_CPU}{sidecar_note}")
+        if worker.memory_gib is not None and worker.memory_gib > max_memory:
+            self.add("kuberay.worker.memoryGib", worker.memory_gib, f"at most {max_memory}: "
+                     f"{shape.machine_type} has ~{shape.allocatable_memory_gib:.0f} GiB allocatable "
+                     f"and GKE's system DaemonSets need ~{SYSTEM_RESERVE_MEMORY_GIB} GiB{sidecar_note}")
+        if self.cluster is not None and self.cluster.mode == "autopilot":
+            self._check_autopilot_worker_pod(shape)
+        memory = worker.memory_gib or max_memory
+        if worker.shm_gib >= memory:
+            self.add("kuberay.worker.shmGib", worker.shm_gib, f"less than the worker's memory "
+                     f"({memory} GiB): /dev/shm is memory the worker's limit counts")
+
+    def _check_autopilot_worker_pod(self, shape: "MachineShape") -> None:
+        """The GPU worker pod as a whole (Ray container + gcsfuse sidecar) within Autopilot's
+        per-pod maximum for its GPU shape (data/autopilot-gpu-limits.yaml): Autopilot rejects a
+        pod above it."""
+        from components.autopilot_limits import pod_limit_for
+        from components.config.sidecar import gcsfuse_sidecar_limits
+
+        limit = pod_limit_for(shape.gpu_type, shape.gpus)
+        if limit is None:
+            self.add("gpu.type", shape.gpu_type, f"a GPU type with {shape.gpus} GPUs in Autopilot's "
+                     "per-pod maximums (data/autopilot-gpu-limits.yaml)")
+            return
+        worker = self.kuberay.worker
+        sidecar_cpu = sidecar_memory = sidecar_storage = 0.0
+        if self.storage is not None and self.storage.kind == "gcs":
+            try:
+                limits = gcsfuse_sidecar_limits(self.storage.gcs or GcsStorage(), True)
+                sidecar_cpu, sidecar_memory = limits.budget()
+                sidecar_storage = quantity_bytes(limits.ephemeral_storage) / 2**30
+            except ValueError:
+                return  # reported by _check_gcs
+        # Omitted CPU and memory are sized to fit by components/kuberay.py (worker_resources);
+        # what the config states explicitly is checked.
+        asked = {
+            "kuberay.worker.cpu": (worker.cpu, sidecar_cpu, limit.cpu, "CPUs"),
+            "kuberay.worker.memoryGib": (worker.memory_gib, sidecar_memory, limit.memory_gib,
+                                         "GiB of memory"),
+            "kuberay.worker.ephemeralStorageGib": (worker.ephemeral_storage_gib, sidecar_storage,
+                                                   limit.ephemeral_storage_gib,
+                                                   "GiB of ephemeral storage"),
+        }
+        for key, (value, sidecar, maximum, what) in asked.items():
+            total = None if value is None else value + sidecar
+            if total is not None and total > maximum:
+                self.add(key, _lookup(worker.model_dump(by_alias=True), (key.rsplit(".", 1)[1],)),
+                         f"a GPU worker pod of at most {maximum:g} {what} on Autopilot "
+                         f"({shape.gpus} x {shape.gpu_type}, {limit.source}); this pod asks "
+                         f"{total:g} including the gcsfuse sidecar")
+
+    def _check_autopilot_head_pod(self) -> None:
+        """The head pod's ephemeral storage (container + gcsfuse sidecar) within Autopilot's
+        general-purpose per-pod maximum (data/autopilot-gpu-limits.yaml)."""
+        from components.autopilot_limits import general_purpose_ephemeral_storage_gib
+        from components.config.sidecar import HEAD_SIDECAR_AUTOPILOT
+
+        asked = self.kuberay.head.ephemeral_storage_gib
+        if asked is None:
+            return
+        sidecar = 0.0
+        if self.storage is not None and self.storage.kind == "gcs":
+            sidecar = quantity_bytes(HEAD_SIDECAR_AUTOPILOT.ephemeral_storage) / 2**30
+        maximum = general_purpose_ephemeral_storage_gib()
+        if asked + sidecar > maximum:
+            self.add("kuberay.head.ephemeralStorageGib", asked, f"at most {maximum - sidecar:g} on "
+                     f"Autopilot: a pod without local SSD gets at most {maximum:g} GiB of ephemeral "
+                     f"storage{' and the gcsfuse sidecar takes %g' % sidecar if sidecar else ''}; "
+                     "/tmp/ray is on its own disk-backed volume there")
+
+    def _check_head(self) -> None:
+        """The head's requests fit its Standard pool's machine (plus a small sidecar)."""
+        if self.cluster is not None and self.cluster.mode == "autopilot" and self.kuberay is not None:
+            self._check_autopilot_head_pod()
+        if self.cluster is None or self.cluster.mode != "standard" or self.kuberay is None:
+            return
+        pool = self.cluster.head_pool or HeadPool()
+        shape = predefined_machine(pool.machine_type)
+        key = "cluster.headPool.machineType" if self.cluster.head_pool else "kuberay.head"
+        if shape is None:
+            self.add("cluster.headPool.machineType", pool.machine_type, "a predefined machine type "
+                     "such as c2-standard-16 or n2-highmem-16 (<family>-standard|highmem|highcpu-<vCPUs>)")
+            return
+        vcpus, memory_gib = shape
+        probe = MachineShape("", pool.machine_type, "", 0, 0, vcpus, memory_gib, 0, "", "")
+        head = self.kuberay.head
+        # One vCPU and 2 GiB for the node's system pods and the gcsfuse sidecar's requests.
+        if head.cpu > probe.allocatable_cpu - 1 or head.memory_gib > probe.allocatable_memory_gib - 2:
+            self.add(key if key == "kuberay.head" else "kuberay.head", head.model_dump(by_alias=True),
+                     f"at most {int(probe.allocatable_cpu - 1)} CPUs and "
+                     f"{int(probe.allocatable_memory_gib - 2)} GiB on the head pool's "
+                     f"{pool.machine_type} ({vcpus} vCPUs, {memory_gib:g} GiB); or choose a larger "
+                     "cluster.headPool.machineType")
+
+    # ---- job ----------------------------------------------------------------------------------
+    def _check_job(self) -> None:
+        j = self.job
+        if not re.match(r"^[a-z0-9][-a-z0-9_.]{0,62}$", j.experiment_name):
+            self.add("job.experimentName", j.experiment_name, "1-63 characters: lowercase "
+                     "letters, digits, '-', '_' and '.' (it names checkpoint directories)")
+        if (j.total_steps is None) == (j.total_epochs is None):
+            self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "
+                     "job.totalEpochs")
+        gate = j.health_gate
+        if gate.mode != "off":
+            sizes = gate.message_sizes_mib
+            if not sizes or any(not 1 <= size <= 16384 for size in sizes):
+                self.add("job.healthGate.messageSizesMib", list(sizes), "1 to 16384 MiB each, at "
+                         "least one (1024-8192 measure the large-message bandwidth the thresholds "
+                         "are published for)")
+            if not gate.collectives:
+                self.add("job.healthGate.collectives", [], 'at least one of "all_gather", "all_reduce"')
+
