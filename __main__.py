@@ -16,7 +16,7 @@ from components.networks import GpuNetworks
 from components.node_service_account import NodeServiceAccount
 from components.project_services import ProjectServices
 from components.storage import SharedStorage
-from jobs.spec import spec_from_config
+from components.run_spec import spec_from_config
 
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
 # before any resource exists.

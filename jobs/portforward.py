@@ -214,7 +214,7 @@ def port_forward(namespace: str, service: str, *, remote_port: int = DASHBOARD_P
                  local_port: Optional[int] = None, kubectl: str = "kubectl",
                  context: Optional[str] = None, ready_timeout: float = 30.0,
                  extra_args: Sequence[str] = (), max_restarts: int = 5,
-                 err: Optional[TextIO] = None) -> Iterator[str]:
+                 err: Optional[TextIO] = None, kubeconfig: Optional[str] = None) -> Iterator[str]:
     """Forward 127.0.0.1:<local_port> to svc/<service>:<remote_port>; yield the http address.
 
     kubectl is restarted (same port) when it exits while the block runs, at most
@@ -226,6 +226,8 @@ def port_forward(namespace: str, service: str, *, remote_port: int = DASHBOARD_P
            "--address", "127.0.0.1", *extra_args]
     if context:
         cmd[1:1] = ["--context", context]
+    if kubeconfig:   # a file path (the stack's exported kubeconfig), never its content
+        cmd[1:1] = ["--kubeconfig", kubeconfig]
     forward = _Forward(cmd, port, namespace, ready_timeout, max_restarts, err)
     try:
         forward.start()

@@ -51,7 +51,7 @@ from typing import Any, Callable, Mapping, Optional, TextIO
 
 from jobs.credentials import looks_like_secret_name, redact, secret_value_kind
 from jobs.logs import ProgressTracker
-from jobs.plan import RUN_COMMAND
+from jobs.plan import PYTHON, RUN_COMMAND
 from jobs.spec import GrpoSpec
 from jobs.wait_for_gpus import EXIT_TIMEOUT as _GPU_WAIT_EXIT, TIMEOUT_MARKER
 
@@ -69,7 +69,6 @@ class ExitCode(enum.IntEnum):
 LIVE = ("PENDING", "RUNNING")
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 LOG_TAIL_LINES = 50
-PYTHON = "python3"   # the framework images have python3; not all have `python`
 
 
 class RunError(Exception):
