@@ -4,6 +4,8 @@ Thin on purpose: read and validate the whole stack config (no resource is regist
 is invalid), build the components, export what operators need.
 """
 
+import json
+
 import pulumi
 
 from components.config import load_stack_config, read_pulumi_config
@@ -69,5 +71,7 @@ pulumi.export("rayTokenAuthentication", kuberay.token_auth_message)
 pulumi.export("runId", spec.run_id)
 pulumi.export("runCheckpointDir", spec.checkpoint_dir)
 pulumi.export("submissionId", job.submission_id)
+# The run spec itself: the jobs CLI submits and reports the deployed run from it (docs/jobs-cli.md).
+pulumi.export("runSpec", json.loads(spec.to_json()))
 pulumi.export("runUpdatePolicy", job.update_policy)
 pulumi.export("costEstimate", estimate_cost(config))
