@@ -93,6 +93,9 @@ class _Forward:
     def __init__(self, cmd: list[str], port: int, namespace: str, ready_timeout: float,
                  max_restarts: int, err: Optional[TextIO]):
         self.cmd, self.port, self.namespace = cmd, port, namespace
+        # The command as printed: a --kubeconfig file is the stack's (temporary, removed).
+        self.shown = " ".join("STACK-KUBECONFIG" if i and cmd[i - 1] == "--kubeconfig" else a
+                              for i, a in enumerate(cmd))
         self.ready_timeout, self.max_restarts, self.err = ready_timeout, max_restarts, err
         # kubectl prints a line per connection: a file, not a pipe nobody drains, takes them.
         self.log = tempfile.TemporaryFile(mode="w+")
@@ -128,13 +131,13 @@ class _Forward:
         while not _port_answers(self.port):
             if proc.poll() is not None:
                 raise PortForwardError(
-                    f"`{' '.join(self.cmd)}` exited with code {proc.returncode}: "
+                    f"`{self.shown}` exited with code {proc.returncode}: "
                     f"{self._output()}\n  Check the cluster credentials "
                     f"(gcloud container clusters get-credentials ...), the namespace "
                     f"{self.namespace!r} and that the RayCluster's head service exists.")
             if time.monotonic() >= deadline or self.stopping.is_set():
                 raise PortForwardError(
-                    f"`{' '.join(self.cmd)}` did not open 127.0.0.1:{self.port} within "
+                    f"`{self.shown}` did not open 127.0.0.1:{self.port} within "
                     f"{self.ready_timeout:.0f}s: {self._output()}")
             time.sleep(0.1)
 
