@@ -125,7 +125,7 @@ class _Unreachable(RunError):
 
 def _need_run(target: Target) -> str:
     if not target.run_id:
-        raise UsageError("which run? give --stack STACK (its job config names the run) or --run-id RUN")
+        raise UsageError("which run? give --stack STACK (its runId output names the run) or --run-id RUN")
     return target.run_id
 
 
