@@ -54,9 +54,8 @@ import difflib
 import functools
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Optional
 
 from jobs.checkpoints import checkpoints_on_disk
 from jobs.credentials import looks_like_secret_name, looks_like_secret_value, redact

@@ -43,7 +43,6 @@ import asyncio
 import datetime as _dt
 import enum
 import re
-import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -51,7 +50,7 @@ from typing import Any, Callable, Mapping, Optional, TextIO
 
 from jobs.credentials import looks_like_secret_name, redact, secret_value_kind
 from jobs.logs import ProgressTracker
-from jobs.plan import PYTHON, RUN_COMMAND
+from jobs.plan import RUN_COMMAND
 from jobs.spec import GrpoSpec
 from jobs.wait_for_gpus import EXIT_TIMEOUT as _GPU_WAIT_EXIT, TIMEOUT_MARKER
 
