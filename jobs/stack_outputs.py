@@ -183,7 +183,14 @@ def offline_outputs(stack: str, config_file: Optional[str | Path] = None) -> dic
     """The outputs the offline preview computes from the stack file (secrets: "[secret]")."""
     args = [stack, "--json", *(["--config-file", str(config_file)] if config_file else [])]
     what = f"the offline preview of {config_file or f'Pulumi.{stack}.yaml'}"
-    document = _json_object(_module("tools.preview", args, what), what)
+    try:
+        text = _module("tools.preview", args, what)
+    except PulumiUnavailable:
+        raise
+    except StackError as exc:
+        # The preview's own message names the file and every problem: show it alone.
+        raise StackError(str(exc).removeprefix(f"{what} failed: ").removeprefix("error: ")) from None
+    document = _json_object(text, what)
     outputs = document.get("outputs")
     if not isinstance(outputs, dict):
         raise StackError(f"{what} printed no outputs")
