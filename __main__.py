@@ -6,6 +6,8 @@ args dataclass (<Component>Args), made from the config and its siblings' outputs
 `*_args` function beside it; no component sees the whole config.
 """
 
+import json
+
 import pulumi
 
 from components.config import load_stack_config, read_pulumi_config
@@ -19,7 +21,7 @@ from components.networks import GpuNetworks, gpu_networks_args
 from components.node_service_account import NodeServiceAccount, node_service_account_args
 from components.project_services import ProjectServices, project_services_args
 from components.storage import SharedStorage, shared_storage_args
-from jobs.spec import spec_from_config
+from components.run_spec import spec_from_config
 
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
 # before any resource exists.
@@ -74,5 +76,7 @@ pulumi.export("rayTokenAuthentication", kuberay.token_auth_message)
 pulumi.export("runId", spec.run_id)
 pulumi.export("runCheckpointDir", spec.checkpoint_dir)
 pulumi.export("submissionId", job.submission_id)
+# The run spec itself: the jobs CLI submits and reports the deployed run from it (docs/jobs-cli.md).
+pulumi.export("runSpec", json.loads(spec.to_json()))
 pulumi.export("runUpdatePolicy", job.update_policy)
 pulumi.export("costEstimate", estimate_cost(config))

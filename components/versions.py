@@ -1,102 +1,10 @@
-"""The supported-versions table (data/versions.yaml): images and the versions inside them.
+"""The supported-versions table for the Pulumi program: a re-export of jobs/versions.py.
 
-The one place that says which Ray, verl or NeMo RL, vLLM and torch go with an image. The
-RayCluster's rayVersion, the Ray client pin and the verl version preflight validates against are
-read from here, so they cannot drift apart.
+The reader lives on the jobs/ side (the job code on the Ray head needs it, and jobs/ imports
+nothing of components/); the program keeps importing it from here.
 """
 
-from __future__ import annotations
+from jobs.versions import (VERSIONS_FILE, ImageRow, VersionsTable, image_reference_problem,
+                           load_versions)
 
-import functools
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Optional
-
-import yaml
-
-VERSIONS_FILE = Path(__file__).resolve().parent.parent / "data" / "versions.yaml"
-
-# Tags that move: an image pinned to one of these is not reproducible.
-_FLOATING_TAGS = re.compile(r"^(latest|nightly|stable|main|master|dev|edge|.*[.-]latest)$")
-
-
-def image_reference_problem(reference: str) -> Optional[str]:
-    """Why an image reference is not a pin, or None when it is one (a non-floating tag or a
-    digest)."""
-    if "@sha256:" in reference:
-        return None
-    name, _, tag = reference.rpartition(":")
-    if not name or "/" in tag:
-        return "has no tag: pin a version tag or a digest"
-    if _FLOATING_TAGS.match(tag):
-        return f"uses the floating tag {tag!r}: pin a version tag or a digest"
-    return None
-
-
-@dataclass(frozen=True)
-class ImageRow:
-    id: str
-    framework: str
-    image: str
-    framework_version: str
-    ray: str
-    vllm: str
-    torch: str
-    python: str
-    confirmed: dict[str, bool]
-    sources: dict[str, str]
-    verl_installed_in_image: bool = True
-    nemo_rl_entry: Optional[str] = None
-    nemo_rl_workdir: Optional[str] = None
-    # What to check before the first deploy when the image itself is not confirmed (public,
-    # digest): the program prints it as a warning on every preview.
-    check_before_deploy: Optional[str] = None
-
-    @property
-    def ray_tuple(self) -> tuple[int, ...]:
-        return tuple(int(part) for part in self.ray.split("."))
-
-    def deploy_warnings(self) -> list[str]:
-        """Warnings every preview prints for this image (deterministic, no network)."""
-        if self.check_before_deploy:
-            return [" ".join(self.check_before_deploy.split())]
-        if not self.confirmed.get("image", True):
-            return [f"image {self.image} is not confirmed (data/versions.yaml row {self.id}): "
-                    "check it can be pulled before the first deploy"]
-        return []
-
-    @property
-    def unconfirmed(self) -> list[str]:
-        return sorted(key for key, ok in self.confirmed.items() if not ok)
-
-
-@dataclass(frozen=True)
-class VersionsTable:
-    ray_client: str
-    images: tuple[ImageRow, ...]
-    system_images: dict[str, dict] = field(default_factory=dict)
-
-    def for_framework(self, framework: str) -> ImageRow:
-        """The default row of a framework (the first listed)."""
-        for row in self.images:
-            if row.framework == framework:
-                return row
-        raise KeyError(framework)
-
-    def by_image(self, image: str) -> Optional[ImageRow]:
-        for row in self.images:
-            if row.image == image:
-                return row
-        return None
-
-    def system_image(self, name: str) -> str:
-        return self.system_images[name]["image"]
-
-
-@functools.lru_cache(maxsize=None)
-def load_versions(path: Path = VERSIONS_FILE) -> VersionsTable:
-    document = yaml.safe_load(path.read_text())
-    rows = tuple(ImageRow(**row) for row in document["images"])
-    return VersionsTable(ray_client=document["ray_client"], images=rows,
-                         system_images=document.get("system_images", {}))
+__all__ = ["VERSIONS_FILE", "ImageRow", "VersionsTable", "image_reference_problem", "load_versions"]

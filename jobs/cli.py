@@ -10,10 +10,13 @@
     python -m jobs report    RUN [--run-dir DIR] [--stack dev] [--out DIR]   (jobs.report)
     python -m jobs preflight ...                       (jobs.preflight)
 
-Target: ``--stack STACK [--config-file FILE]`` reads the stack's config (the run is the one its
-``gke-grpo:job`` describes) and opens ``kubectl port-forward`` to the RayCluster's head service
-on 127.0.0.1 for the duration of the command (always closed afterwards). ``--address URL`` uses
-a dashboard you reach yourself (then ``--stack`` only names the run, or give ``--run-id``).
+Target: the deployed stack (``pulumi stack output --json --show-secrets [-s STACK]``; no
+``--stack``: Pulumi's selected stack): its namespace, head service, run, spec and kubeconfig.
+The CLI opens ``kubectl port-forward`` (with the exported kubeconfig, in a private temporary
+file) to the RayCluster's head service on 127.0.0.1 for the duration of the command (always
+closed afterwards). Without Pulumi, or with ``--config-file FILE``, the stack file is the offline
+fallback (the offline preview's outputs; it says so on stderr). ``--address URL`` uses a dashboard
+you reach yourself (then ``--stack`` only names the run, or give ``--run-id``). docs/jobs-cli.md.
 Exit codes: see ``jobs.runs`` (0 ok, 1 job failed or plot not written, 2 usage/config, 3 GPU
 wait timeout, 4 dashboard unreachable, 5 job stopped, 130 interrupted, 129/143 SIGHUP/SIGTERM);
 docs/errors-and-guarantees.md.
@@ -35,6 +38,7 @@ from jobs.runs import (Attempt, ExitCode, RetryPolicy, RunError, Runs, fmt_durat
                        run_entrypoint)
 from jobs.credentials import redact
 from jobs.spec import GrpoSpec
+from jobs.stack_outputs import StackError, StackTarget, kubeconfig_file, stack_target
 
 ROOT = Path(__file__).resolve().parent.parent
 # A plot that could not be written (full disk, unwritable path): exit 1, as a failure.
@@ -55,7 +59,7 @@ class Target:
     address: str
     spec: Optional[GrpoSpec]
     run_id: Optional[str]
-    config: object = None          # the StackConfig, with --stack
+    stack: Optional[StackTarget] = None   # the stack's outputs, when a stack is targeted
 
 
 def default_entrypoint(spec: GrpoSpec, args: argparse.Namespace) -> tuple[str, dict]:
@@ -73,47 +77,44 @@ def default_entrypoint(spec: GrpoSpec, args: argparse.Namespace) -> tuple[str, d
 
 # ---- targets ------------------------------------------------------------------------------------
 
-def load_stack(stack: str, config_file: Optional[str]):
-    """(StackConfig, GrpoSpec) of a stack; UsageError listing every config problem."""
-    from components.config import OFFLINE_SECRET_KEYS, ConfigError, load_stack_config
-    from jobs.config_file import ConfigFileError, read_stack_file
-    from jobs.spec import spec_from_config
-
-    path = Path(config_file) if config_file else ROOT / f"Pulumi.{stack}.yaml"
+def load_stack(stack: Optional[str], config_file: Optional[str], err: TextIO) -> StackTarget:
+    """The stack's outputs: deployed (`pulumi stack output`), else the stack file offline."""
+    if config_file and not stack:
+        raise UsageError("--config-file needs --stack STACK (the stack the file configures)")
     try:
-        raw, secret_keys = read_stack_file(path, OFFLINE_SECRET_KEYS)
-        config = load_stack_config(raw, secret_keys, stack)
-    except ConfigFileError as exc:
+        return stack_target(stack, config_file, err)
+    except StackError as exc:
         raise UsageError(str(exc)) from None
-    except ConfigError as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    return config, spec_from_config(config)
 
 
 @contextlib.contextmanager
 def open_target(args: argparse.Namespace, err: TextIO) -> Iterator[Target]:
-    spec = None
-    config = None
-    if args.stack:
-        config, spec = load_stack(args.stack, args.config_file)
-    run_id = spec.run_id if spec else args.run_id
+    stack_info = None
+    if args.stack or args.config_file or not args.address:
+        stack_info = load_stack(args.stack, args.config_file, err)
+    spec = stack_info.spec if stack_info else None
+    run_id = (stack_info.run_id or (spec.run_id if spec else None)) if stack_info else args.run_id
     if args.address:
-        yield Target(args.address, spec, run_id, config)
+        yield Target(args.address, spec, run_id, stack_info)
         return
-    if config is None:
-        raise UsageError("give --stack STACK (port-forward to its RayCluster) or --address URL")
-    from jobs.portforward import PortForwardError, head_service, port_forward
+    assert stack_info is not None
+    from jobs.portforward import PortForwardError, port_forward
 
-    namespace, service = config.kuberay.namespace, head_service(config.kuberay.ray_cluster_name)
-    print(f"[jobs] port-forward svc/{service} -n {namespace} -> 127.0.0.1", file=err, flush=True)
+    namespace, service = stack_info.namespace, stack_info.head_service
+    # --kube-context: your own kubeconfig's context; else the stack's exported kubeconfig.
+    exported = None if args.kube_context else stack_info.kubeconfig
+    print(f"[jobs] port-forward svc/{service} -n {namespace} -> 127.0.0.1 "
+          f"({stack_info.describe}; kubeconfig: {'the exported one' if exported else 'yours'})",
+          file=err, flush=True)
     with contextlib.ExitStack() as stack:   # stops kubectl on any exit, Ctrl-C included
+        kubeconfig = stack.enter_context(kubeconfig_file(exported))
         try:
             address = stack.enter_context(port_forward(
                 namespace, service, local_port=args.local_port, context=args.kube_context,
-                kubectl=args.kubectl, err=err))
+                kubectl=args.kubectl, err=err, kubeconfig=kubeconfig))
         except PortForwardError as exc:
             raise _Unreachable(str(exc)) from None
-        yield Target(address, spec, run_id, config)
+        yield Target(address, spec, run_id, stack_info)
 
 
 class _Unreachable(RunError):
@@ -124,7 +125,7 @@ class _Unreachable(RunError):
 
 def _need_run(target: Target) -> str:
     if not target.run_id:
-        raise UsageError("which run? give --stack STACK (its job config names the run) or --run-id RUN")
+        raise UsageError("which run? give --stack STACK (its runId output names the run) or --run-id RUN")
     return target.run_id
 
 
@@ -161,7 +162,8 @@ def _follow_and_report(runs: Runs, attempt: Attempt, args, out: TextIO, err: Tex
 def cmd_submit(runs: Runs, target: Target, args, out, err, build: EntrypointBuilder) -> int:
     spec = target.spec
     if spec is None:
-        raise UsageError("submit needs --stack STACK: the run is what its job config describes")
+        raise UsageError("submit needs the stack's run spec (output runSpec): target the stack "
+                         "(--stack STACK, or Pulumi's selected stack) deployed by this version")
     entrypoint, runtime_env = build(spec, args)
     result = runs.submit(spec, entrypoint, runtime_env, rerun=args.rerun, attempt=args.attempt)
     a = result.attempt
@@ -243,20 +245,23 @@ def describe_restarts(records: list[dict]) -> str:
 
 # ---- the run directory (TensorBoard files, timeline): status, plot, report ----------------------
 
-def _run_directory(args, run_id: Optional[str], config=None) -> Optional[Path]:
+def _run_directory(args, run_id: Optional[str], stack_info: Optional[StackTarget] = None) -> Optional[Path]:
     """--fetch (a copy from the head pod), --run-dir, else /data/runs/<run-id> when this machine
     sees it (on the head, or a mount)."""
     from jobs.timeline import run_dir
 
     if getattr(args, "fetch", False):
-        if config is None or not run_id:
+        if stack_info is None or not run_id:
             raise UsageError("--fetch needs --stack STACK: its RayCluster is where the run directory is")
         from jobs.fetch_run import FetchError, fetch_run_dir
 
         dest = Path(args.run_dir) if getattr(args, "run_dir", None) else Path("runs") / run_id
+        exported = None if args.kube_context else stack_info.kubeconfig
         try:
-            return fetch_run_dir(config.kuberay.namespace, config.kuberay.ray_cluster_name, run_id, dest,
-                                 kubectl=args.kubectl, context=args.kube_context)
+            with kubeconfig_file(exported) as kubeconfig:
+                return fetch_run_dir(stack_info.namespace, stack_info.ray_cluster_name, run_id, dest,
+                                     kubectl=args.kubectl, context=args.kube_context,
+                                     kubeconfig=kubeconfig)
         except FetchError as exc:
             raise _Unreachable(f"--fetch: {exc}") from None
     if getattr(args, "run_dir", None):
@@ -273,17 +278,23 @@ def _run_directory(args, run_id: Optional[str], config=None) -> Optional[Path]:
     return None
 
 
-def _report_inputs(args, run_id: Optional[str], config=None, spec: Optional[GrpoSpec] = None):
+def _report_inputs(args, run_id: Optional[str], stack_info: Optional[StackTarget] = None,
+                   spec: Optional[GrpoSpec] = None):
     from jobs.report import CostBasis, collect_inputs, planned_steps
 
-    directory = _run_directory(args, run_id, config)
+    directory = _run_directory(args, run_id, stack_info)
     if directory is None:
         return None
     cost_basis = preview = planned = None
-    if config is not None:
-        cost_basis = CostBasis(config.machine_type, config.gpu.provisioning_model, config.gpu.nodes)
-        from components.cost import estimate_cost   # the laptop side: the preview's estimate
-        preview = estimate_cost(config)
+    estimate = stack_info.cost_estimate if stack_info is not None else None
+    if estimate is not None:   # the stack's output costEstimate (components/cost.py estimate_cost)
+        try:
+            cost_basis = CostBasis(str(estimate["machineType"]), str(estimate["provisioningModel"]),
+                                   int(estimate["gpuNodes"]))
+        except (KeyError, TypeError, ValueError):
+            raise UsageError("the stack's output costEstimate has no machineType, provisioningModel "
+                             "and gpuNodes: deploy this version of the program") from None
+        preview = estimate
     if spec is not None:
         planned = planned_steps(spec.total_steps, spec.total_epochs, spec.prompts_per_step)
     return collect_inputs(directory, run_id or directory.name, framework=spec.framework if spec else None,
@@ -293,7 +304,7 @@ def _report_inputs(args, run_id: Optional[str], config=None, spec: Optional[Grpo
 def _run_rows(args, run_id: Optional[str], target: Optional[Target]) -> list[tuple[str, str]]:
     from jobs.report import status_rows
 
-    inputs = _report_inputs(args, run_id, getattr(target, "config", None), getattr(target, "spec", None))
+    inputs = _report_inputs(args, run_id, getattr(target, "stack", None), getattr(target, "spec", None))
     return status_rows(inputs) if inputs is not None else []
 
 
@@ -301,10 +312,11 @@ def cmd_status_offline(args, out, err) -> int:
     """status from a run directory alone (no Ray dashboard): `status --run-dir DIR`."""
     from jobs.report import status_rows
 
-    config = spec = None
-    if args.stack:
-        config, spec = load_stack(args.stack, args.config_file)
-    inputs = _report_inputs(args, args.run_id or Path(args.run_dir).resolve().name, config, spec)
+    stack_info = spec = None
+    if args.stack or args.config_file:
+        stack_info = load_stack(args.stack, args.config_file, err)
+        spec = stack_info.spec
+    inputs = _report_inputs(args, args.run_id or Path(args.run_dir).resolve().name, stack_info, spec)
     assert inputs is not None
     g = inputs.goodput
     rows = [("run", inputs.run_id), ("run dir", str(inputs.run_dir)),
@@ -319,9 +331,10 @@ def cmd_status_offline(args, out, err) -> int:
 
 
 def cmd_report(args, out, err) -> int:
-    config = spec = None
-    if args.stack:
-        config, spec = load_stack(args.stack, args.config_file)
+    stack_info = spec = None
+    if args.stack or args.config_file:
+        stack_info = load_stack(args.stack, args.config_file, err)
+        spec = stack_info.spec
     run = args.run
     if Path(run).is_dir() and not args.run_dir:
         args.run_dir = run
@@ -330,7 +343,7 @@ def cmd_report(args, out, err) -> int:
     if spec is not None and not args.run_dir and run_id != spec.run_id:
         print(f"[jobs] note: run {run_id} is not the stack's run ({spec.run_id}); cost and planned "
               "steps are the stack's", file=err, flush=True)
-    inputs = _report_inputs(args, run_id, config, spec)
+    inputs = _report_inputs(args, run_id, stack_info, spec)
     if inputs is None:
         from jobs.timeline import run_dir
         raise UsageError(f"no run directory for {run_id}: {run_dir(run_id)} is not here; give "
@@ -385,7 +398,7 @@ def cmd_plot(runs: Optional[Runs], target: Optional[Target], args, out, err) -> 
 
     framework = None if args.framework == "auto" else args.framework
     structured = None if args.log else _report_inputs(
-        args, getattr(target, "run_id", None) or args.run_id, getattr(target, "config", None),
+        args, getattr(target, "run_id", None) or args.run_id, getattr(target, "stack", None),
         getattr(target, "spec", None))
     if structured is not None and not structured.metrics.empty:
         records = structured.metrics.step_records()
@@ -507,8 +520,11 @@ def _resolve_address(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     target = argparse.ArgumentParser(add_help=False)
     g = target.add_argument_group("target")
-    g.add_argument("--stack", help="stack whose config names the run and the RayCluster (Pulumi.STACK.yaml)")
-    g.add_argument("--config-file", help="a stack config file in the Pulumi.<stack>.yaml format")
+    g.add_argument("--stack", "-s", help="the deployed stack whose outputs name the run and the RayCluster "
+                                         "(default: Pulumi's selected stack; without Pulumi: Pulumi.STACK.yaml, "
+                                         "offline)")
+    g.add_argument("--config-file", help="offline: a stack file in the Pulumi.<stack>.yaml format instead "
+                                         "of the deployed stack")
     g.add_argument("--address", help="Ray dashboard URL, e.g. http://127.0.0.1:8265 (no port-forward; "
                                      "default: $RAY_ADDRESS when set)")
     g.add_argument("--run-id", help="the run, when no --stack names it")
@@ -557,8 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="one HTML page with the run's curves, timeline, goodput and cost")
     p.add_argument("run", metavar="RUN", help="run id (its directory /data/runs/RUN) or a run directory")
     p.add_argument("--run-dir", help="the run's directory, when RUN is an id and the directory is elsewhere")
-    p.add_argument("--stack", help="stack whose config gives the machines, nodes, price model and planned steps")
-    p.add_argument("--config-file", help="a stack config file in the Pulumi.<stack>.yaml format")
+    p.add_argument("--stack", "-s", help="stack whose outputs give the machines, nodes, price model and "
+                                         "planned steps (deployed; without Pulumi: the stack file)")
+    p.add_argument("--config-file", help="offline: a stack file in the Pulumi.<stack>.yaml format")
     p.add_argument("--out", help="folder to write report.html and the PNGs to (default: report-RUN)")
     p.add_argument("--fetch", action="store_true",
                    help="first copy /data/runs/RUN from the stack's Ray head pod (kubectl cp)")

@@ -26,8 +26,10 @@ class FetchError(Exception):
     pass
 
 
-def _kubectl(kubectl: str, context: Optional[str], *args: str, timeout: float) -> str:
-    argv = [kubectl, *(["--context", context] if context else []), *args]
+def _kubectl(kubectl: str, context: Optional[str], *args: str, timeout: float,
+             kubeconfig: Optional[str] = None) -> str:
+    argv = [kubectl, *(["--kubeconfig", kubeconfig] if kubeconfig else []),
+            *(["--context", context] if context else []), *args]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
@@ -42,10 +44,10 @@ def _kubectl(kubectl: str, context: Optional[str], *args: str, timeout: float) -
 
 
 def head_pod(namespace: str, ray_cluster: str, *, kubectl: str = "kubectl", context: Optional[str] = None,
-             timeout: float = 30) -> str:
+             timeout: float = 30, kubeconfig: Optional[str] = None) -> str:
     out = _kubectl(kubectl, context, "get", "pods", "-n", namespace, "-l",
                    f"ray.io/cluster={ray_cluster},ray.io/node-type=head",
-                   "-o", "jsonpath={.items[*].metadata.name}", timeout=timeout)
+                   "-o", "jsonpath={.items[*].metadata.name}", timeout=timeout, kubeconfig=kubeconfig)
     names = out.split()
     if not names:
         raise FetchError(f"no Ray head pod of RayCluster {ray_cluster} in namespace {namespace}")
@@ -53,15 +55,17 @@ def head_pod(namespace: str, ray_cluster: str, *, kubectl: str = "kubectl", cont
 
 
 def fetch_run_dir(namespace: str, ray_cluster: str, run_id: str, dest: str | Path, *,
-                  kubectl: str = "kubectl", context: Optional[str] = None, timeout: float = 600) -> Path:
-    """Replace ``dest`` with a fresh copy of the run's directory on the head."""
-    pod = head_pod(namespace, ray_cluster, kubectl=kubectl, context=context)
+                  kubectl: str = "kubectl", context: Optional[str] = None, timeout: float = 600,
+                  kubeconfig: Optional[str] = None) -> Path:
+    """Replace ``dest`` with a fresh copy of the run's directory on the head (kubeconfig: the
+    stack's exported one, a file path; None = kubectl's own)."""
+    pod = head_pod(namespace, ray_cluster, kubectl=kubectl, context=context, kubeconfig=kubeconfig)
     dest = Path(dest)
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.parent.mkdir(parents=True, exist_ok=True)
     _kubectl(kubectl, context, "cp", "-c", HEAD_CONTAINER, f"{namespace}/{pod}:{run_dir(run_id)}",
-             str(partial), timeout=timeout)
+             str(partial), timeout=timeout, kubeconfig=kubeconfig)
     if not partial.is_dir():
         raise FetchError(f"{run_dir(run_id)} is not on the head pod {pod} (has the run started?)")
     shutil.rmtree(dest, ignore_errors=True)

@@ -503,7 +503,7 @@ def _key_to_change(plan: MemoryPlan) -> str:
 def memory_findings(spec: "GrpoSpec", memory_check: str = "enforce"):
     """Preflight findings of the plan: a warning above 85 % of the GPU's memory, an error above
     100 % (a warning when gke-grpo:job.memoryCheck is 'warn'), each with the breakdown."""
-    from jobs.preflight import Finding   # preflight imports this module's function lazily too
+    from jobs.findings import Finding
 
     if memory_check not in MEMORY_CHECK_MODES:
         return [Finding("error", MEMORY_CHECK_KEY, f"is {memory_check!r}; one of "

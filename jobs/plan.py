@@ -31,6 +31,7 @@ PLAN_DIR = "/opt/gke-grpo/run"
 PLAN_FILE = "plan.json"
 PLAN_PATH = f"{PLAN_DIR}/{PLAN_FILE}"
 PLAN_VERSION = 1
+PYTHON = "python3"   # the framework images have python3; not all have `python`
 RUN_COMMAND = f"python3 -m jobs.run --plan {PLAN_PATH}"
 # What "shell-safe" means here: nothing bash would split, expand, redirect or chain.
 SHELL_SAFE = re.compile(r"[A-Za-z0-9_./=-]+(?: [A-Za-z0-9_./=-]+)*")
@@ -159,7 +160,6 @@ def build_plan(spec, rendered, *, deadline_seconds: Optional[float], gpu_wait_se
     ``health`` (issue 17's gate settings) and ``prune_checkpoints_keep`` (issue 12's verl
     pruning) switch the driver's hook points on; both stay off until those modules exist."""
     from jobs.layout import DATA_LAYOUT
-    from jobs.runs import PYTHON
 
     if not rendered.argv:
         raise ValueError("the rendered job has no argv")

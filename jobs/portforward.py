@@ -93,6 +93,9 @@ class _Forward:
     def __init__(self, cmd: list[str], port: int, namespace: str, ready_timeout: float,
                  max_restarts: int, err: Optional[TextIO]):
         self.cmd, self.port, self.namespace = cmd, port, namespace
+        # The command as printed: a --kubeconfig file is the stack's (temporary, removed).
+        self.shown = " ".join("STACK-KUBECONFIG" if i and cmd[i - 1] == "--kubeconfig" else a
+                              for i, a in enumerate(cmd))
         self.ready_timeout, self.max_restarts, self.err = ready_timeout, max_restarts, err
         # kubectl prints a line per connection: a file, not a pipe nobody drains, takes them.
         self.log = tempfile.TemporaryFile(mode="w+")
@@ -128,13 +131,13 @@ class _Forward:
         while not _port_answers(self.port):
             if proc.poll() is not None:
                 raise PortForwardError(
-                    f"`{' '.join(self.cmd)}` exited with code {proc.returncode}: "
+                    f"`{self.shown}` exited with code {proc.returncode}: "
                     f"{self._output()}\n  Check the cluster credentials "
                     f"(gcloud container clusters get-credentials ...), the namespace "
                     f"{self.namespace!r} and that the RayCluster's head service exists.")
             if time.monotonic() >= deadline or self.stopping.is_set():
                 raise PortForwardError(
-                    f"`{' '.join(self.cmd)}` did not open 127.0.0.1:{self.port} within "
+                    f"`{self.shown}` did not open 127.0.0.1:{self.port} within "
                     f"{self.ready_timeout:.0f}s: {self._output()}")
             time.sleep(0.1)
 
@@ -214,7 +217,7 @@ def port_forward(namespace: str, service: str, *, remote_port: int = DASHBOARD_P
                  local_port: Optional[int] = None, kubectl: str = "kubectl",
                  context: Optional[str] = None, ready_timeout: float = 30.0,
                  extra_args: Sequence[str] = (), max_restarts: int = 5,
-                 err: Optional[TextIO] = None) -> Iterator[str]:
+                 err: Optional[TextIO] = None, kubeconfig: Optional[str] = None) -> Iterator[str]:
     """Forward 127.0.0.1:<local_port> to svc/<service>:<remote_port>; yield the http address.
 
     kubectl is restarted (same port) when it exits while the block runs, at most
@@ -226,6 +229,8 @@ def port_forward(namespace: str, service: str, *, remote_port: int = DASHBOARD_P
            "--address", "127.0.0.1", *extra_args]
     if context:
         cmd[1:1] = ["--context", context]
+    if kubeconfig:   # a file path (the stack's exported kubeconfig), never its content
+        cmd[1:1] = ["--kubeconfig", kubeconfig]
     forward = _Forward(cmd, port, namespace, ready_timeout, max_restarts, err)
     try:
         forward.start()

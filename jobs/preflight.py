@@ -54,9 +54,8 @@ import difflib
 import functools
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Optional
 
 from jobs.checkpoints import checkpoints_on_disk
 from jobs.credentials import looks_like_secret_name, looks_like_secret_value, redact
@@ -96,14 +95,7 @@ CHECKPOINT_BYTES_PER_PARAM = 12
 # a model not in it is not checked for them (a warning says so).
 
 
-@dataclass(frozen=True)
-class Finding:
-    level: Literal["error", "warning"]
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.level}: {self.key}: {self.message}"
+from jobs.findings import Finding  # noqa: E402 - one module, no circle with jobs.memory_plan
 
 
 # ------------------------------------------------------------------------------------------------
@@ -652,23 +644,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     except SystemExit as exit_:
         return EXIT_FAILED if exit_.code else EXIT_OK
 
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from components.config import OFFLINE_SECRET_KEYS, ConfigError, load_stack_config
-    from jobs.config_file import ConfigFileError, read_stack_file
-    from jobs.spec import spec_from_config
+    from jobs.stack_outputs import StackError, offline_spec
 
-    path = args.config_file or ROOT / f"Pulumi.{args.stack}.yaml"
+    # The stack file's spec, from components/run_spec.py run as a subprocess: jobs/ imports
+    # nothing of components/ (the layers of .importlinter).
     try:
-        raw, secret_keys = read_stack_file(path, OFFLINE_SECRET_KEYS)
-        config = load_stack_config(raw, secret_keys, args.stack)
-    except ConfigFileError as err:
+        spec = offline_spec(args.stack, args.config_file)
+    except StackError as err:
         print(f"preflight: {err}", file=sys.stderr)
         return EXIT_FAILED
-    except ConfigError as err:
-        print(f"preflight: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    spec = spec_from_config(config)
     findings = check(spec)
     for finding in findings:
         print(finding)

@@ -339,7 +339,7 @@ def nemo_rl_tensorboard_overrides(spec: GrpoSpec) -> tuple[str, ...]:
 def nemo_rl_entry(spec: GrpoSpec) -> tuple[str, str]:
     """(entry script, workdir) of the spec's image: pinned together with the image in
     data/versions.yaml (from v0.6.0 the entry is examples/run_grpo.py)."""
-    from components.versions import load_versions  # the Pulumi side only: PyYAML
+    from jobs.versions import load_versions  # lazily: PyYAML
 
     versions = load_versions()
     row = versions.by_image(spec.image) or versions.for_framework("nemo-rl")

@@ -68,7 +68,6 @@ class ExitCode(enum.IntEnum):
 LIVE = ("PENDING", "RUNNING")
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 LOG_TAIL_LINES = 50
-PYTHON = "python3"   # the framework images have python3; not all have `python`
 
 
 class RunError(Exception):

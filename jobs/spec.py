@@ -1,4 +1,5 @@
-"""One typed GRPO spec, built from the stack's validated config.
+"""One typed GRPO spec; the Pulumi program builds it from the stack's validated config
+(components/run_spec.py spec_from_config) and the stack exports it (output runSpec).
 
 The spec is what identifies a run: its hash names the run, the run names the checkpoint
 directory, and every attempt of the same spec resumes from that directory. Nodes and GPUs come
@@ -12,12 +13,9 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from jobs.layout import DATA_LAYOUT
-
-if TYPE_CHECKING:  # the Pulumi side only; nothing here needs Pulumi at run time
-    from components.config import StackConfig
 
 
 @dataclass(frozen=True)
@@ -124,46 +122,3 @@ class GrpoSpec:
         fields = json.loads(text)
         fields["extra_overrides"] = tuple(fields.get("extra_overrides", ()))
         return cls(**fields)
-
-
-def spec_from_config(config: "StackConfig") -> GrpoSpec:
-    """The run the stack's job config describes."""
-    from components.versions import load_versions
-
-    job = config.job
-    versions = load_versions()
-    row = versions.by_image(config.kuberay.image) if config.kuberay.image else None
-    row = row or versions.for_framework(job.framework)
-    gpu_memory = {"nvidia-b200": 180, "nvidia-h200-141gb": 141}[config.gpu.type]
-    lustre = config.storage.lustre if config.storage.kind == "lustre" else None
-    return GrpoSpec(
-        framework=job.framework, image=row.image, framework_version=row.framework_version,
-        ray_version=row.ray, experiment_name=job.experiment_name, model=job.model,
-        dataset=job.dataset, nodes=config.gpu.nodes, gpus_per_node=config.gpus_per_node,
-        gpu_type=config.gpu.type, gpu_memory_gib=gpu_memory,
-        generations_per_prompt=job.generations_per_prompt, prompts_per_step=job.prompts_per_step,
-        mini_batch_size=job.mini_batch_size, micro_batch_size_per_gpu=job.micro_batch_size_per_gpu,
-        log_prob_micro_batch_size_per_gpu=job.log_prob_micro_batch_size_per_gpu,
-        learning_rate=job.learning_rate, kl_loss_coef=job.kl_loss_coef,
-        kl_loss_type=job.kl_loss_type, total_steps=job.total_steps, total_epochs=job.total_epochs,
-        max_prompt_length=job.max_prompt_length, max_response_length=job.max_response_length,
-        rollout_engine=job.rollout_engine,
-        rollout_tensor_parallel_size=job.rollout_tensor_parallel_size,
-        rollout_gpu_memory_utilization=job.rollout_gpu_memory_utilization,
-        colocated_generation=job.colocated_generation, generation_nodes=job.generation_nodes,
-        checkpoint_every_steps=job.checkpoint_every_steps,
-        checkpoints_to_keep=job.checkpoints_to_keep,
-        validate_every_steps=job.validate_every_steps,
-        extra_overrides=tuple(job.extra_overrides), wandb=config.has_wandb_key,
-        storage_kind=config.storage.kind,
-        storage_capacity_gib=(lustre.capacity_gib if lustre else
-                              (18_000 if config.storage.kind == "lustre" else None)),
-        model_revision=job.model_revision, dataset_revision=job.dataset_revision,
-        training_tensor_parallel_size=job.training_tensor_parallel_size,
-        sequence_parallel=job.sequence_parallel,
-        activation_checkpointing=job.activation_checkpointing,
-        ulysses_sequence_parallel_size=job.ulysses_sequence_parallel_size,
-        dynamic_batch_size=job.dynamic_batch_size, max_tokens_per_gpu=job.max_tokens_per_gpu,
-        sequence_packing=job.sequence_packing,
-        attempt=job.attempt, memory_check=job.memory_check,
-    )

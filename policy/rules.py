@@ -15,7 +15,7 @@ Sequence interfaces. A thin adapter (`sdk_validate`) turns a check into the call
 This module runs in the policy pack's own virtualenv (policy/venv: pulumi, pulumi-policy),
 which has none of the program's dependencies: it imports nothing from the program. The
 credential rule is the program's jobs/credentials.py (standard library only), loaded by path so
-that there is one rule. The floating-tag test is a copy of its twin in components/versions.py
+that there is one rule. The floating-tag test is a copy of its twin in jobs/versions.py
 (`_FLOATING_TAGS`, `image_reference_problem`); keep the two in step.
 
 The rules:
@@ -364,7 +364,7 @@ def check_no_privileged_workloads(resource_type: str, props: Mapping, urn: str, 
 # 4. No floating image tags
 # ------------------------------------------------------------------------------------------
 
-# Twin of components/versions.py `_FLOATING_TAGS` / `image_reference_problem` (the policy pack
+# Twin of jobs/versions.py `_FLOATING_TAGS` / `image_reference_problem` (the policy pack
 # cannot import the program): tags that move, so an image pinned to one is not reproducible.
 _FLOATING_TAGS = re.compile(r"^(latest|nightly|stable|main|master|dev|edge|.*[.-]latest)$")
 

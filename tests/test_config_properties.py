@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from components.config import OFFLINE_SECRET_KEYS, ConfigError, load_stack_config
 from jobs.config_file import ConfigFileError, read_stack_file
 from jobs.preflight import check
-from jobs.spec import spec_from_config
+from components.run_spec import spec_from_config
 from tests.conftest import ROOT
 from tools.hostile_files import PLANTED_TOKEN
 from tools.preview import render_json, run_with_config

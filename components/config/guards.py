@@ -12,12 +12,23 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from components.config.limits import load_config_limits
 
 if TYPE_CHECKING:
-    from components.config.rules import _Rules
+    from components.config.models import ClusterConfig, GpuConfig, JobConfig, StorageConfig
+
+
+class _Rules(Protocol):
+    """What the guards read of components/config/rules.py's ``_Rules`` (the areas that parsed,
+    and its ``add``): a protocol, so guards.py and rules.py import each other in one direction."""
+    cluster: Optional["ClusterConfig"]
+    gpu: Optional["GpuConfig"]
+    storage: Optional["StorageConfig"]
+    job: Optional["JobConfig"]
+
+    def add(self, key: str, given: Any, allowed: str) -> None: ...
 
 # Hugging Face repo ids: huggingface_hub's validate_repo_id (huggingface_hub/utils/_validators.py,
 # 1.33.0 as installed, read 2026-12-01): "[\w\-.]+" names, at most one "/", no "--" or "..",

@@ -479,6 +479,6 @@ def test_credential_names(name, expected):
 
 
 def test_floating_tag_regex_is_the_twin_of_the_programs():
-    """rules._FLOATING_TAGS copies components/versions.py's: they must not drift apart."""
-    text = (ROOT / "components" / "versions.py").read_text()
+    """rules._FLOATING_TAGS copies jobs/versions.py's: they must not drift apart."""
+    text = (ROOT / "jobs" / "versions.py").read_text()   # issue 15: the reader moved to jobs/
     assert rules._FLOATING_TAGS.pattern in text

@@ -13,7 +13,7 @@ import yaml
 from components.config import ConfigError, load_stack_config
 from jobs import cli
 from jobs.preflight import check
-from jobs.spec import spec_from_config
+from components.run_spec import spec_from_config
 from tests.conftest import ROOT, preview_with, stack_config
 
 TOKEN = "hf_" + "SecretTokenValue0123456789abcdefXY"

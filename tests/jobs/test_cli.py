@@ -20,7 +20,8 @@ from jobs import cli, runs, wait_for_gpus as wfg
 from jobs.portforward import PortForwardError, free_local_port, head_service, port_forward, process_alive
 from jobs.plan import RUN_COMMAND
 from jobs.runs import ExitCode, SecretInJobError, check_no_secrets, run_entrypoint
-from jobs.spec import GrpoSpec, spec_from_config
+from components.run_spec import spec_from_config
+from jobs.spec import GrpoSpec
 from components.config import load_stack_config
 from tests.conftest import ROOT, stack_config
 

@@ -72,7 +72,10 @@ def test_the_jobs_cli_refuses_with_exit_2(case, hostile):
     code = cli.main(["status", "--stack", "dev", "--config-file", str(hostile[case.name]),
                      "--address", "http://127.0.0.1:1"], out=out, err=err)
     assert code == 2
-    _assert_refusal(err.getvalue(), hostile[case.name], case.phrase)
+    # The CLI says first that it targets the file offline (docs/jobs-cli.md), then refuses.
+    note, _, refusal = err.getvalue().partition("\n")
+    assert note.startswith("[jobs] --config-file: targeting ") and "offline preview" in note
+    _assert_refusal(refusal, hostile[case.name], case.phrase)
 
 
 def test_committed_stack_files_read_as_before():

@@ -10,7 +10,9 @@ import pytest
 
 from tests.conftest import ROOT
 
-MODULES = ["jobs.timeline", "jobs.metrics", "jobs.goodput", "jobs.run_cost", "jobs.report", "jobs.fetch_run"]
+MODULES = ["jobs.timeline", "jobs.metrics", "jobs.goodput", "jobs.run_cost", "jobs.report", "jobs.fetch_run",
+           # issue 15: the CLI, preflight, the spec and the versions table too (.importlinter)
+           "jobs.cli", "jobs.preflight", "jobs.spec", "jobs.render", "jobs.stack_outputs", "jobs.versions"]
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -13,7 +13,8 @@ import yaml
 from components.config import load_stack_config
 from jobs import preflight
 from jobs.preflight import Finding, check
-from jobs.spec import GrpoSpec, spec_from_config
+from components.run_spec import spec_from_config
+from jobs.spec import GrpoSpec
 from tests.conftest import ROOT, stack_config
 
 J = "gke-grpo:job."

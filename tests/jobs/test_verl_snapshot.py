@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from components.versions import load_versions
+from jobs.versions import load_versions
 from jobs.preflight import check
 from jobs.render import render
 from tests.jobs.test_preflight import DEV, PROD

@@ -1,0 +1,106 @@
+"""What only the Pulumi program (and the laptop tools) need to turn a stack file into a run spec.
+
+    spec_from_config(config) -> GrpoSpec          # the run the stack's job config describes
+    load_stack_file(stack, config_file=None) -> StackConfig   # Pulumi.<stack>.yaml, offline
+    python -m components.run_spec STACK [--config-file FILE]  # the spec as JSON on stdout
+
+It lives in components/ because it reads the stack config models; jobs/ (which runs on the Ray
+head without Pulumi) gets the spec from the deployed stack's output runSpec, or offline from this
+module run as a subprocess (jobs/preflight.py) - never by importing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from components.config import OFFLINE_SECRET_KEYS, ConfigError, StackConfig, load_stack_config
+from components.versions import load_versions
+from jobs.config_file import ConfigFileError, read_stack_file
+from jobs.spec import GrpoSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+EXIT_OK, EXIT_INVALID_CONFIG = 0, 2
+
+
+class StackFileError(Exception):
+    """The stack file is unreadable or its config invalid; the message names every problem."""
+
+
+def load_stack_file(stack: str, config_file: Optional[str | Path] = None) -> StackConfig:
+    """The validated StackConfig of Pulumi.<stack>.yaml (or config_file), without Pulumi: the
+    declared secret keys get the offline placeholder (jobs/config_file.py)."""
+    path = Path(config_file) if config_file else ROOT / f"Pulumi.{stack}.yaml"
+    try:
+        raw, secret_keys = read_stack_file(path, OFFLINE_SECRET_KEYS)
+        return load_stack_config(raw, secret_keys, stack)
+    except ConfigFileError as exc:
+        raise StackFileError(str(exc)) from None
+    except ConfigError as exc:
+        raise StackFileError(f"{path}: {exc}") from None
+
+
+def spec_from_config(config: StackConfig) -> GrpoSpec:
+    """The run the stack's job config describes."""
+    job = config.job
+    versions = load_versions()
+    row = versions.by_image(config.kuberay.image) if config.kuberay.image else None
+    row = row or versions.for_framework(job.framework)
+    gpu_memory = {"nvidia-b200": 180, "nvidia-h200-141gb": 141}[config.gpu.type]
+    lustre = config.storage.lustre if config.storage.kind == "lustre" else None
+    return GrpoSpec(
+        framework=job.framework, image=row.image, framework_version=row.framework_version,
+        ray_version=row.ray, experiment_name=job.experiment_name, model=job.model,
+        dataset=job.dataset, nodes=config.gpu.nodes, gpus_per_node=config.gpus_per_node,
+        gpu_type=config.gpu.type, gpu_memory_gib=gpu_memory,
+        generations_per_prompt=job.generations_per_prompt, prompts_per_step=job.prompts_per_step,
+        mini_batch_size=job.mini_batch_size, micro_batch_size_per_gpu=job.micro_batch_size_per_gpu,
+        log_prob_micro_batch_size_per_gpu=job.log_prob_micro_batch_size_per_gpu,
+        learning_rate=job.learning_rate, kl_loss_coef=job.kl_loss_coef,
+        kl_loss_type=job.kl_loss_type, total_steps=job.total_steps, total_epochs=job.total_epochs,
+        max_prompt_length=job.max_prompt_length, max_response_length=job.max_response_length,
+        rollout_engine=job.rollout_engine,
+        rollout_tensor_parallel_size=job.rollout_tensor_parallel_size,
+        rollout_gpu_memory_utilization=job.rollout_gpu_memory_utilization,
+        colocated_generation=job.colocated_generation, generation_nodes=job.generation_nodes,
+        checkpoint_every_steps=job.checkpoint_every_steps,
+        checkpoints_to_keep=job.checkpoints_to_keep,
+        validate_every_steps=job.validate_every_steps,
+        extra_overrides=tuple(job.extra_overrides), wandb=config.has_wandb_key,
+        storage_kind=config.storage.kind,
+        storage_capacity_gib=(lustre.capacity_gib if lustre else
+                              (18_000 if config.storage.kind == "lustre" else None)),
+        model_revision=job.model_revision, dataset_revision=job.dataset_revision,
+        training_tensor_parallel_size=job.training_tensor_parallel_size,
+        sequence_parallel=job.sequence_parallel,
+        activation_checkpointing=job.activation_checkpointing,
+        ulysses_sequence_parallel_size=job.ulysses_sequence_parallel_size,
+        dynamic_batch_size=job.dynamic_batch_size, max_tokens_per_gpu=job.max_tokens_per_gpu,
+        sequence_packing=job.sequence_packing,
+        attempt=job.attempt, memory_check=job.memory_check,
+    )
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Print the spec of a stack file as JSON (GrpoSpec.to_json); its problems on stderr, exit 2."""
+    parser = argparse.ArgumentParser(prog="python -m components.run_spec",
+                                     description="The run spec a stack file describes, as JSON.")
+    parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml unless --config-file")
+    parser.add_argument("--config-file", type=Path, help="a stack file to read instead")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return EXIT_INVALID_CONFIG if exit_.code else EXIT_OK
+    try:
+        config = load_stack_file(args.stack, args.config_file)
+    except StackFileError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INVALID_CONFIG
+    print(spec_from_config(config).to_json())
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
