@@ -257,7 +257,7 @@ def _job_from_args(enabled: bool):
 
     from components.config import load_stack_config
     from components.grpo_job import GrpoJob, GrpoJobArgs
-    from jobs.spec import spec_from_config
+    from components.run_spec import spec_from_config
     from tests.components.harness import build
     from tests.conftest import stack_config
 
