@@ -58,6 +58,30 @@ def namespace_command(pytest_args: list[str]) -> list[str]:
     return ["unshare", "--net", "--pid", "--fork", "--mount-proc", "sh", "-c", inner]
 
 
+def run_inside_namespace(test_file: str, needs: str, *, timeout: int = 420,
+                         pytest_args: tuple[str, ...] = ()) -> None:
+    """The outer half of every Ray test module: re-run `test_file` inside a loopback-only
+    namespace (`needs` names what the message says needs it) and require that every test there
+    passed, none skipped; a missing namespace is a skip here and a failure in CI."""
+    from tests.conftest import ROOT, skip_or_fail
+
+    reason = namespace_unavailable()
+    if reason:
+        skip_or_fail(f"{needs} need a loopback-only network namespace: {reason}")
+    cmd = namespace_command(["-q", "-p", "no:cacheprovider", "-rfE", *pytest_args,
+                             str(Path(test_file).resolve().relative_to(ROOT))])
+    env = dict(os.environ, **{NS_ENV: "1"})
+    env.pop("RAY_ADDRESS", None)
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    report = (f"inner run ({time.monotonic() - start:.0f}s, exit {proc.returncode}):\n"
+              f"{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}")
+    print(report)
+    assert proc.returncode == 0, report
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "skipped" not in summary and "failed" not in summary, report
+
+
 def non_loopback_listeners() -> list[str]:
     """TCP listeners of this namespace that are NOT on loopback (expected: none)."""
     bad = []

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, skip_or_fail
+from tests.conftest import ROOT
 from tests.jobs import ray_head
 
 EXTRA_NODES = 2
@@ -31,20 +31,7 @@ GPUS_PER_RAY_NODE = 2   # the head's FAKE_GPUS; the extra nodes get as many
 if not ray_head.inside_namespace():
 
     def test_health_gate_in_a_loopback_only_namespace():
-        reason = ray_head.namespace_unavailable()
-        if reason:
-            skip_or_fail(f"the health gate's Ray tests need a loopback-only network namespace: {reason}")
-        cmd = ray_head.namespace_command(["-q", "-p", "no:cacheprovider", "-rfE", "--durations=5",
-                                          str(Path(__file__).relative_to(ROOT))])
-        env = dict(os.environ, **{ray_head.NS_ENV: "1"})
-        start = time.monotonic()
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
-        report = (f"inner run ({time.monotonic() - start:.0f}s, exit {proc.returncode}):\n"
-                  f"{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}")
-        print(report)
-        assert proc.returncode == 0, report
-        summary = proc.stdout.strip().splitlines()[-1]
-        assert " passed" in summary and "skipped" not in summary and "failed" not in summary, report
+        ray_head.run_inside_namespace(__file__, "the health gate's Ray tests", pytest_args=("--durations=5",))
 
 else:
     import ray

@@ -11,17 +11,14 @@ ray_head.py); outside it this module holds one test that re-runs the module insi
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, skip_or_fail
 from tests.jobs import ray_head
 
 DRIVER = Path(__file__).parent / "fixtures" / "nemo_rl_init_ray.py"
@@ -38,18 +35,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 if not ray_head.inside_namespace():
 
     def test_nemo_rl_init_ray_against_a_real_head():
-        reason = ray_head.namespace_unavailable()
-        if reason:
-            skip_or_fail(f"the Ray runtime-env test needs a loopback-only namespace: {reason}")
-        cmd = ray_head.namespace_command(["-q", "-p", "no:cacheprovider", "-rfE", "-s",
-                                          str(Path(__file__).relative_to(ROOT))])
-        env = dict(os.environ, **{ray_head.NS_ENV: "1"})
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-        report = f"inner run (exit {proc.returncode}):\n{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}"
-        print(report)
-        assert proc.returncode == 0, report
-        summary = proc.stdout.strip().splitlines()[-1]
-        assert " passed" in summary and "skipped" not in summary and "failed" not in summary, report
+        ray_head.run_inside_namespace(__file__, "the Ray runtime-env test", timeout=300, pytest_args=("-s",))
 
 else:
 

@@ -30,7 +30,7 @@ from jobs import cli
 from jobs.plan import PLAN_PATH, RUN_COMMAND, Command, RunPlan
 from jobs.run import DriverExit, read_restarts
 from jobs.runs import ExitCode, RetryPolicy
-from tests.conftest import ROOT, preview_with, skip_or_fail
+from tests.conftest import ROOT, preview_with
 from tests.jobs import ray_head
 from tests.jobs.kuberay_submitter import CONTAINER_COMMAND, submitter_container_args, submitter_env
 from tests.jobs.test_cli import dev_spec, write_config
@@ -44,21 +44,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 if not ray_head.inside_namespace():
 
     def test_run_driver_on_a_real_ray_head_in_a_loopback_only_namespace():
-        reason = ray_head.namespace_unavailable()
-        if reason:
-            skip_or_fail(f"the run driver's Ray tests need a loopback-only network namespace: {reason}")
-        cmd = ray_head.namespace_command(
-            ["-q", "-p", "no:cacheprovider", "-rfE", "--durations=8",
-             str(Path(__file__).relative_to(ROOT))])
-        env = dict(os.environ, **{ray_head.NS_ENV: "1"})
-        start = time.monotonic()
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
-        report = (f"inner run ({time.monotonic() - start:.0f}s, exit {proc.returncode}):\n"
-                  f"{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}")
-        print(report)
-        assert proc.returncode == 0, report
-        summary = proc.stdout.strip().splitlines()[-1]
-        assert " passed" in summary and "skipped" not in summary and "failed" not in summary, report
+        ray_head.run_inside_namespace(__file__, "the run driver's Ray tests", pytest_args=("--durations=8",))
 
 else:
 

@@ -17,14 +17,13 @@ import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from jobs import cli
 from jobs.runs import ExitCode, RetryPolicy, Runs, SecretInJobError, check_no_secrets
 from jobs.wait_for_gpus import TIMEOUT_MARKER
-from tests.conftest import ROOT, skip_or_fail
+from tests.conftest import ROOT
 from tests.jobs import ray_head
 from tests.jobs.test_cli import dev_spec, fake_kubectl, kubectl_calls, write_config, _assert_gone
 
@@ -38,21 +37,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 if not ray_head.inside_namespace():
 
     def test_ray_jobs_in_a_loopback_only_namespace():
-        reason = ray_head.namespace_unavailable()
-        if reason:
-            skip_or_fail(f"the Ray jobs tests need a loopback-only network namespace: {reason}")
-        cmd = ray_head.namespace_command(
-            ["-q", "-p", "no:cacheprovider", "-rfE", "--durations=5",
-             str(Path(__file__).relative_to(ROOT))])
-        env = dict(os.environ, **{ray_head.NS_ENV: "1"})
-        start = time.monotonic()
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-        elapsed = time.monotonic() - start
-        report = f"inner run ({elapsed:.0f}s, exit {proc.returncode}):\n{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}"
-        print(report)
-        assert proc.returncode == 0, report
-        summary = proc.stdout.strip().splitlines()[-1]
-        assert " passed" in summary and "skipped" not in summary and "failed" not in summary, report
+        ray_head.run_inside_namespace(__file__, "the Ray jobs tests", timeout=300, pytest_args=("--durations=5",))
 
 else:
 

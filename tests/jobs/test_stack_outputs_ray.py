@@ -14,13 +14,12 @@ import io
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
 from jobs import cli
 from jobs.runs import ExitCode, RetryPolicy
-from tests.conftest import ROOT, skip_or_fail
+from tests.conftest import ROOT
 from tests.jobs import ray_head, stand_in_pulumi
 from tests.jobs.hostile import fake_kubectl
 from tests.jobs.test_cli import dev_spec
@@ -35,20 +34,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 if not ray_head.inside_namespace():
 
     def test_deployed_stack_cli_runs_in_a_loopback_only_namespace():
-        reason = ray_head.namespace_unavailable()
-        if reason:
-            skip_or_fail(f"the Ray jobs tests need a loopback-only network namespace: {reason}")
-        cmd = ray_head.namespace_command(["-q", "-p", "no:cacheprovider", "-rfE",
-                                          str(Path(__file__).relative_to(ROOT))])
-        env = dict(os.environ, **{ray_head.NS_ENV: "1"})
-        env.pop("RAY_ADDRESS", None)
-        import subprocess
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
-        report = f"inner run (exit {proc.returncode}):\n{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}"
-        print(report)
-        assert proc.returncode == 0, report
-        summary = proc.stdout.strip().splitlines()[-1]
-        assert " passed" in summary and "skipped" not in summary and "failed" not in summary, report
+        ray_head.run_inside_namespace(__file__, "the Ray jobs tests")
 
 else:
 
