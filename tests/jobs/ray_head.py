@@ -15,11 +15,13 @@ The test module re-runs itself with pytest under
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 NS_ENV = "GKE_GRPO_RAY_TEST_NAMESPACE"
@@ -126,6 +128,18 @@ def start_head() -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def running_head() -> Iterator[str]:
+    """The module fixtures' head: started, checked to listen on loopback only, always stopped;
+    yields the dashboard address."""
+    try:
+        start_head()
+        assert non_loopback_listeners() == []
+        yield DASHBOARD
+    finally:
+        stop_head()
 
 
 def stop_head() -> None:

@@ -41,12 +41,8 @@ else:
 
     @pytest.fixture(scope="module")
     def head():
-        try:
-            ray_head.start_head()
-            assert ray_head.non_loopback_listeners() == []
-            yield ray_head.DASHBOARD
-        finally:
-            ray_head.stop_head()
+        with ray_head.running_head() as dashboard:
+            yield dashboard
 
     def py(code: str) -> str:
         return f"{shlex.quote(PY)} -c {shlex.quote(code)}"

@@ -43,12 +43,8 @@ else:
     def client():
         from ray.job_submission import JobSubmissionClient
 
-        try:
-            ray_head.start_head()
-            assert ray_head.non_loopback_listeners() == []
-            yield JobSubmissionClient(ray_head.DASHBOARD)
-        finally:
-            ray_head.stop_head()
+        with ray_head.running_head() as dashboard:
+            yield JobSubmissionClient(dashboard)
 
     def run_driver(client, submission_id, runtime_env, *names, timeout=120):
         from ray.job_submission import JobStatus

@@ -64,12 +64,8 @@ else:
         install_head_layout()
         # The head pod's env (components/grpo_job.py head_code_mount): the jobs package by path.
         os.environ["PYTHONPATH"] = "/opt/gke-grpo"
-        try:
-            ray_head.start_head()
-            assert ray_head.non_loopback_listeners() == []
-            yield ray_head.DASHBOARD
-        finally:
-            ray_head.stop_head()
+        with ray_head.running_head() as dashboard:
+            yield dashboard
 
     def write_plan(tmp_path: Path, run_id: str, mode: str, **changes) -> RunPlan:
         checkpoints = tmp_path / "checkpoints" / run_id

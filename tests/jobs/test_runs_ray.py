@@ -45,12 +45,8 @@ else:
     def head():
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
         assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"], links
-        try:
-            ray_head.start_head()
-            assert ray_head.non_loopback_listeners() == []
-            yield ray_head.DASHBOARD
-        finally:
-            ray_head.stop_head()
+        with ray_head.running_head() as dashboard:
+            yield dashboard
 
     def py(code: str) -> str:
         return f"{shlex.quote(PY)} -c {shlex.quote(code)}"

@@ -40,12 +40,8 @@ else:
 
     @pytest.fixture(scope="module")
     def head():
-        try:
-            ray_head.start_head()
-            assert ray_head.non_loopback_listeners() == []
-            yield ray_head.DASHBOARD
-        finally:
-            ray_head.stop_head()
+        with ray_head.running_head() as dashboard:
+            yield dashboard
 
     def test_submit_and_list_target_the_deployed_run(head, tmp_path, monkeypatch):
         deployed_spec = dev_spec(**{"gke-grpo:job.experimentName": "deployed-run"})
