@@ -112,6 +112,15 @@ def listening(port: int) -> bool:
     return False
 
 
+def wait_forward_gone(pids: list[int], port: int, timeout: float, what: str) -> None:
+    """Wait (bounded) until no kubectl of `pids` runs AND nothing LISTENs on `port`. Both, not
+    one after the other: when a multi-threaded process is killed, /proc/<pid>/stat can show the
+    thread-group leader as a zombie while its last thread is still exiting and still holds the
+    file table, so the listening socket outlives "not alive" by a moment (seen under load in CI:
+    the leader was Z and the port still in LISTEN). A kubectl that survives fails this."""
+    wait_until(lambda: not any(alive(p) for p in pids) and not listening(port), timeout, what)
+
+
 @contextlib.contextmanager
 def silent_server() -> Iterator[int]:
     """A TCP server on 127.0.0.1 that accepts every connection and never answers; yields its port.

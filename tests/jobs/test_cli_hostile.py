@@ -18,8 +18,8 @@ import pytest
 from jobs import cli, runs
 from jobs.runs import ExitCode, RetryPolicy
 from tests.conftest import ROOT
-from tests.jobs.hostile import (alive, child_env, fake_kubectl, kubectl_pids, kubectl_port, listening,
-                                silent_server, wait_until)
+from tests.jobs.hostile import (child_env, fake_kubectl, kubectl_pids, kubectl_port, listening, silent_server,
+                                wait_forward_gone, wait_until)
 
 FAST = RetryPolicy(tries=3, base=0.05, cap=0.1, call_timeout=0.5, budget=2.0)
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -204,8 +204,7 @@ def test_signals_stop_the_cli_and_its_port_forward(sig, code, tmp_path):
     assert proc.returncode == code, err
     assert "Traceback" not in err and "keeps running on the cluster" in err
     (pid,) = kubectl_pids(log)
-    wait_until(lambda: not alive(pid), 10, f"kubectl {pid} to exit")
-    assert not listening(kubectl_port(log))
+    wait_forward_gone([pid], kubectl_port(log), 10, f"kubectl {pid} to exit and its port to close")
 
 
 def test_sigkill_takes_the_port_forward_with_it(tmp_path):
@@ -213,5 +212,5 @@ def test_sigkill_takes_the_port_forward_with_it(tmp_path):
     proc.kill()
     proc.wait(timeout=30)
     (pid,) = kubectl_pids(log)
-    wait_until(lambda: not alive(pid), 10, f"kubectl {pid} to die with the CLI (PR_SET_PDEATHSIG)")
-    assert not listening(kubectl_port(log))
+    wait_forward_gone([pid], kubectl_port(log), 10,
+                      f"kubectl {pid} to die with the CLI (PR_SET_PDEATHSIG) and its port to close")

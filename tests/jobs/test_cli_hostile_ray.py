@@ -23,7 +23,7 @@ from jobs import cli
 from jobs.runs import ExitCode, RetryPolicy
 from tests.conftest import ROOT
 from tests.jobs import ray_head
-from tests.jobs.hostile import alive, child_env, fake_kubectl, kubectl_pids, kubectl_port, listening, wait_until
+from tests.jobs.hostile import child_env, fake_kubectl, kubectl_pids, kubectl_port, wait_forward_gone, wait_until
 from tests.jobs.test_cli import dev_spec, write_config
 
 PY = sys.executable
@@ -72,8 +72,7 @@ else:
         assert "port-forward restored" in err.getvalue()
         pids = kubectl_pids(log)
         assert len(pids) >= 2
-        wait_until(lambda: not any(alive(p) for p in pids), 10, "every kubectl to exit")
-        assert not listening(kubectl_port(log))
+        wait_forward_gone(pids, kubectl_port(log), 10, "every kubectl to exit and its port to close")
 
     def _following_cli(head, tmp_path, name):
         """A `python -m jobs attach` following a long attempt through a fake port-forward."""
@@ -102,8 +101,7 @@ else:
             if proc.poll() is None:
                 proc.kill()
         (pid,) = kubectl_pids(log)
-        wait_until(lambda: not alive(pid), 10, f"kubectl {pid} to exit")
-        assert not listening(kubectl_port(log))
+        wait_forward_gone([pid], kubectl_port(log), 10, f"kubectl {pid} to exit and its port to close")
         if sig == signal.SIGTERM:
             assert proc.returncode == 143, "".join(lines)
             assert any("SIGTERM: stopped" in l for l in lines) and not any("Traceback" in l for l in lines)
