@@ -15,6 +15,7 @@ masterAuthorizedNetworks (gke-grpo:cluster.controlPlaneAccess; docs/deploy.md).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
@@ -137,13 +138,13 @@ class GkeClusterArgs:
     service_range_name: str
     # From NodeServiceAccount (None: the nodes' default account, tests only):
     node_service_account_email: Optional[pulumi.Input[str]] = None
-    node_service_account_grants: list[pulumi.Resource] = ()
-    services: list[pulumi.Resource] = ()   # the APIs (ProjectServices) the cluster needs first
+    node_service_account_grants: Sequence[pulumi.Resource] = ()
+    services: Sequence[pulumi.Resource] = ()   # the APIs (ProjectServices) the cluster needs first
 
 
 def gke_cluster_args(config: StackConfig, networks: GpuNetworks,
                      node_service_account: Optional[NodeServiceAccount] = None,
-                     services: list[pulumi.Resource] = ()) -> GkeClusterArgs:
+                     services: Sequence[pulumi.Resource] = ()) -> GkeClusterArgs:
     storage = config.storage
     return GkeClusterArgs(
         project=config.project, region=config.region, zone=config.zone, stack=config.stack,

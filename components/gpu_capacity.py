@@ -79,7 +79,8 @@ def reservation_value(reservation: Reservation, project: str) -> str:
     return reservation.name
 
 
-def gpu_pod_placement(args: GpuCapacityArgs, pool_name: str | None) -> tuple[dict[str, str], list[dict]]:
+def gpu_pod_placement(args: GpuCapacityArgs,
+                      pool_name: str | None) -> tuple[dict[str, str], list[dict[str, str]]]:
     """Node selector and tolerations for a GPU pod. Every value is a string: the API rejects
     the tutorial's integer `gke-accelerator-count: 8` (tutorial defect 2).
 
@@ -87,8 +88,8 @@ def gpu_pod_placement(args: GpuCapacityArgs, pool_name: str | None) -> tuple[dic
     one a Standard node carries). Autopilot: the count, local-SSD ephemeral storage (Ray's
     /tmp, spilling and caches; GKE "Autopilot local SSD") and the zone of the RoCE network
     profile the RDMA VPC was created with."""
-    selector = {"cloud.google.com/gke-accelerator": args.gpu.type}
-    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    selector: dict[str, str] = {"cloud.google.com/gke-accelerator": args.gpu.type}
+    tolerations: list[dict[str, str]] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     model = args.gpu.provisioning_model
     if pool_name is not None:
         selector["cloud.google.com/gke-nodepool"] = pool_name
@@ -99,6 +100,8 @@ def gpu_pod_placement(args: GpuCapacityArgs, pool_name: str | None) -> tuple[dic
         # Autopilot consumes reservations only for the Accelerator compute class.
         selector["cloud.google.com/compute-class"] = "Accelerator"
         if model == "reservation":
+            assert args.gpu.reservation is not None, \
+                "the config requires gpu.reservation with provisioningModel reservation"
             selector["cloud.google.com/reservation-name"] = args.gpu.reservation.name
             selector["cloud.google.com/reservation-affinity"] = "specific"
         elif model == "flex-start":
@@ -114,7 +117,7 @@ class GpuCapacity(pulumi.ComponentResource):
     node_pool: gcp.container.NodePool | None
     pool_name: str | None
     pod_node_selector: dict[str, str]
-    pod_tolerations: list[dict]
+    pod_tolerations: list[dict[str, str]]
 
     def __init__(self, name: str, args: GpuCapacityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:GpuCapacity", name, None, opts)

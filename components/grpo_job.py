@@ -20,7 +20,7 @@ The jobs code (driver, GPU wait, data preparation) reaches the head through the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -77,14 +77,14 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
                       prune_checkpoints_keep=spec.checkpoints_to_keep).to_json()
 
 
-def submitter_pod_template(ray_version: str, node_selector: dict[str, str]) -> dict:
+def submitter_pod_template(ray_version: str, node_selector: dict[str, str]) -> dict[str, Any]:
     """The RayJob submitter's pod (K8sJobMode): the `ray` CLI image of the cluster's Ray version
     (rayproject/ray:<version>, Ray's published images; the same Ray as the head so the job CLI
     and the dashboard agree), on the head's non-Spot CPU nodes, small and unprivileged. No
     `command`: KubeRay v1.7.0 fills in its submit script only when the container has none
     (rayjob_controller.go configureSubmitterContainer)."""
     resources = dict(SUBMITTER_RESOURCES)
-    template = {
+    template: dict[str, Any] = {
         "metadata": {"labels": {"app.kubernetes.io/part-of": "gke-grpo", **SUBMITTER_ROLE_LABEL}},
         "spec": {
             "restartPolicy": "Never",

@@ -51,6 +51,7 @@ def token_auth_support(operator: str, helm_chart_version: Optional[str], row: Im
         return False, ("KubeRay token authentication is off: the GKE Ray addon's KubeRay "
                        "version is not published, and authOptions needs KubeRay >= 1.6.0; use "
                        "kuberay.operator=helm to have it")
+    assert helm_chart_version is not None, "the config sets a chart version whenever the operator is helm"
     chart = tuple(int(p) for p in helm_chart_version.split("."))
     if chart < TOKEN_AUTH_MIN_KUBERAY:
         return False, (f"KubeRay token authentication is off: kuberay-operator "
@@ -92,7 +93,9 @@ class KubeRayArgs:
 def image_row(config: StackConfig) -> ImageRow:
     versions = load_versions()
     if config.kuberay.image:
-        return versions.by_image(config.kuberay.image)
+        row = versions.by_image(config.kuberay.image)
+        assert row is not None, "the config accepts only a kuberay.image of the versions table"
+        return row
     return versions.for_framework(config.job.framework)
 
 
@@ -172,6 +175,7 @@ class KubeRay(pulumi.ComponentResource):
         operator_ready: list[pulumi.Resource] = []
         if args.operator == "helm":
             version = args.helm_chart_version
+            assert version is not None, "the config sets a chart version whenever the operator is helm"
             operator_namespace = k8s.core.v1.Namespace(
                 f"{name}-operator-namespace",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=HELM_OPERATOR_NAMESPACE),

@@ -10,6 +10,7 @@ lets them pull images and models; the cluster VPC carries jumbo frames like the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,10 +28,10 @@ class GpuNetworksArgs:
     names: ResourceNames           # every GCP name, derived from the cluster name
     network: NetworkConfig         # CIDRs and MTUs (gke-grpo:network)
     rdma_network_profile: str      # the zone's RoCE profile, set when the RDMA VPC is created
-    services: list[pulumi.Resource] = ()  # the APIs (ProjectServices) the networks need first
+    services: Sequence[pulumi.Resource] = ()  # the APIs (ProjectServices) the networks need first
 
 
-def gpu_networks_args(config: StackConfig, services: list[pulumi.Resource] = ()) -> GpuNetworksArgs:
+def gpu_networks_args(config: StackConfig, services: Sequence[pulumi.Resource] = ()) -> GpuNetworksArgs:
     return GpuNetworksArgs(project=config.project, region=config.region, names=config.names,
                            network=config.network,
                            rdma_network_profile=config.rdma_network_profile,

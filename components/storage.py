@@ -29,6 +29,7 @@ Facts relied on, all looked up 2026-12-01 (collected in the project's storage re
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -158,12 +159,12 @@ class SharedStorageArgs:
     cluster_network: gcp.compute.Network
     namespace: pulumi.Input[str]
     kubernetes_provider: k8s.Provider
-    services: list[pulumi.Resource] = ()   # the APIs (ProjectServices) the storage needs first
+    services: Sequence[pulumi.Resource] = ()   # the APIs (ProjectServices) the storage needs first
 
 
 def shared_storage_args(config: StackConfig, *, cluster_network: gcp.compute.Network,
                         namespace: pulumi.Input[str], kubernetes_provider: k8s.Provider,
-                        services: list[pulumi.Resource] = ()) -> SharedStorageArgs:
+                        services: Sequence[pulumi.Resource] = ()) -> SharedStorageArgs:
     lustre = config.storage.kind == "lustre"
     return SharedStorageArgs(
         project=config.project, region=config.region, zone=config.zone, stack=config.stack,
@@ -360,6 +361,8 @@ class SharedStorage(pulumi.ComponentResource):
         args = self._args
         head_limits = self.head_sidecar_limits
         assert head_limits is not None, "set for gcs storage before the head's volume is built"
+        bucket = self.bucket
+        assert bucket is not None, "created by _gcs before the head's volume is built"
         no_cache = gcs.model_copy(update={"file_cache_size_gib": 0})
         pv = k8s.core.v1.PersistentVolume(
             f"{self._name}-head-pv",
@@ -376,11 +379,11 @@ class SharedStorage(pulumi.ComponentResource):
                     namespace=self.namespace, name=HEAD_CLAIM_NAME),
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
                     driver=GCSFUSE_DRIVER,
-                    volume_handle=self.bucket.name,
+                    volume_handle=bucket.name,
                     volume_attributes=volume_attributes or None,
                 ),
             ),
-            opts=self._k8s_opts(depends_on=[self.bucket, self.bucket_iam_member]),
+            opts=self._k8s_opts(depends_on=[bucket, self.bucket_iam_member]),
         )
         claim = k8s.core.v1.PersistentVolumeClaim(
             f"{self._name}-head-pvc",

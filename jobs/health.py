@@ -676,7 +676,7 @@ def localize(pair_results: Sequence[dict], intra_results: Sequence[dict], plan: 
     own GPUs (NVLink domain) are below ``intra_node_outlier_fraction`` of the median node is
     named too."""
     threshold = pair_threshold(plan, collective)
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for m, group in _grouped(pair_results):
         nodes_of = sorted({r["node_index"] for r in pair_results if tuple(r["group"]) == group})
         pairs.append({"nodes": nodes_of, "busbw_gbps": m.busbw_gbps,

@@ -424,9 +424,9 @@ class Driver:
         while True:
             if self.stop_requested.is_set():
                 return self.end(DriverExit.TERMINATED, "stopped (SIGTERM) before the trainer started")
-            code = self._gpus_and_gates()
-            if code is not None:
-                return code
+            ended = self._gpus_and_gates()   # the driver's exit code once it ended, else None
+            if ended is not None:
+                return ended
             result = self._run_trainer()
             if result is None:
                 return self.end(DriverExit.TRAINER_NOT_FOUND, self._not_found)
