@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional, TypeVar
 
 from pydantic import ValidationError
 
 from components.config.keys import AREAS, REQUIRED_AREAS, SCALAR_KEYS, SECRET_KEYS
-from components.config.models import _Area
+from components.config.models import (
+    ClusterConfig, GpuConfig, JobConfig, KubeRayConfig, NetworkConfig, StorageConfig, _Area,
+)
 from components.config.patterns import _PROJECT_ID, _REGION
 from components.config.problems import (
     _ABSENT, HIDDEN, NOT_SHOWN, PROJECT, ConfigError, Problem, _lookup,
 )
 from components.config.rules import _Rules
 from components.config.stack import StackConfig
-from components.config.types import RULE_ERROR
+from components.config.types import ACCEPT_AS_GIVEN, RULE_ERROR
 
 # --------------------------------------------------------------------------------------------
 # Loading
@@ -23,11 +25,14 @@ from components.config.types import RULE_ERROR
 
 
 def _user_key(area: str, loc: tuple) -> str:
-    path = ".".join(str(part) for part in loc)
-    return f"{PROJECT}:{area}" + (f".{path}" if path else "")
+    """A location as a user writes it: ``gke-grpo:network.rdmaSubnetCidrs[3]``."""
+    key = f"{PROJECT}:{area}"
+    for part in loc:
+        key += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return key
 
 
-def _allowed_from_pydantic(error: dict) -> str:
+def _allowed_from_pydantic(error: Any) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         return "unknown key (a typo?); see docs/config-reference.md"
@@ -38,41 +43,98 @@ def _allowed_from_pydantic(error: dict) -> str:
     return error["msg"][0].lower() + error["msg"][1:]
 
 
-def _parse_area(area: str, raw_value: Any, problems: list[Problem]) -> Optional[_Area]:
-    """Parse one area. On shape errors the offending top-level fields are reported, dropped and
-    the rest parsed again, so that rules spanning several keys still run on what is valid and a
-    user sees every problem at once. Returns None when nothing usable is left."""
+def _drop_path(loc: tuple) -> tuple:
+    """What is dropped for an error at ``loc``: the key holding it, or, inside a list, the whole
+    list (dropping one item would shift the others and make a count rule report a wrong count)."""
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            return loc[:i]
+    return loc
+
+
+def _without(value: dict, path: tuple) -> Optional[dict]:
+    """``value`` with the key at ``path`` removed; None when there is none to remove."""
+    head, rest = path[0], path[1:]
+    if head not in value:
+        return None
+    if not rest:
+        return {k: v for k, v in value.items() if k != head}
+    inner = value[head]
+    if not isinstance(inner, dict):
+        return None
+    smaller = _without(inner, rest)
+    return None if smaller is None else {**value, head: smaller}
+
+
+def _with(value: dict, path: tuple, item: Any) -> dict:
+    head, rest = path[0], path[1:]
+    if not rest:
+        return {**value, head: item}
+    return {**value, head: _with(value.get(head) or {}, rest, item)}
+
+
+class _ParsedArea(NamedTuple):
+    area: Optional[_Area]
+    refused: tuple[str, ...]     # user keys whose given value was not used
+
+
+def _parse_area(area: str, raw_value: Any, problems: list[Problem]) -> _ParsedArea:
+    """Parse one area; every problem pydantic finds is reported (the first pass finds them all).
+
+    To let the rules spanning several keys still run on what is valid, a refused value is then
+    dropped and the area parsed again: an optional key takes its default; a required one that
+    only broke a single-field rule (components/config/types.py) is kept as given, with the rules
+    accepting it (types.ACCEPT_AS_GIVEN); a required one of the wrong shape takes the object that
+    holds it with it. The keys whose values were not used are returned, so that rules reading
+    them are not reported (a rule about a default would report a value nobody gave)."""
     model = AREAS[area]
     if isinstance(raw_value, str):
         try:
             raw_value = json.loads(raw_value)
         except json.JSONDecodeError:
             problems.append(Problem(f"{PROJECT}:{area}", raw_value, "must be an object"))
-            return None
+            return _ParsedArea(None, (f"{PROJECT}:{area}",))
     if not isinstance(raw_value, dict):
         problems.append(Problem(f"{PROJECT}:{area}", raw_value, "must be an object"))
-        return None
+        return _ParsedArea(None, (f"{PROJECT}:{area}",))
     # Stack files are YAML: lists arrive as lists; strict mode would refuse them for tuples.
-    remaining = _lists_to_tuples(raw_value)
+    given = _lists_to_tuples(raw_value)
+    remaining = given
     reported: set[tuple] = set()
+    broke_a_rule: set[tuple] = set()     # paths dropped for a single-field rule only
+    refused: set[tuple] = set()
+    kept_as_given = False
     while True:
         try:
-            return model.model_validate(remaining)
+            parsed = model.model_validate(remaining, context={ACCEPT_AS_GIVEN: kept_as_given})
+            return _ParsedArea(parsed, tuple(sorted(_user_key(area, path) for path in refused)))
         except ValidationError as err:
-            dropped = False
+            changed = False
             for e in err.errors():
                 loc = tuple(e["loc"])
                 if loc not in reported:
                     reported.add(loc)
                     # An unknown key's value is never echoed (a mistyped credential).
-                    given = HIDDEN if e["type"] == "extra_forbidden" else _lookup(raw_value, loc)
-                    problems.append(Problem(_user_key(area, loc), given,
-                                            _allowed_from_pydantic(e)))
-                if loc and loc[0] in remaining:
-                    remaining = {k: v for k, v in remaining.items() if k != loc[0]}
-                    dropped = True
-            if not dropped:
-                return None
+                    shown = HIDDEN if e["type"] == "extra_forbidden" else _lookup(raw_value, loc)
+                    problems.append(Problem(_user_key(area, loc), shown, _allowed_from_pydantic(e)))
+                path = _drop_path(loc)
+                if e["type"] == "missing" and path in broke_a_rule:
+                    # Required: put the value back; the rules accept it on the next parse.
+                    remaining = _with(remaining, path, _lookup(given, path))
+                    broke_a_rule.discard(path)
+                    kept_as_given = changed = True
+                    continue
+                while path:
+                    smaller = _without(remaining, path)
+                    if smaller is not None:
+                        remaining, changed = smaller, True
+                        refused.add(path)
+                        if e["type"] == RULE_ERROR and path == loc:
+                            broke_a_rule.add(path)
+                        break
+                    path = path[:-1]     # already gone (required): drop what holds it
+            if not changed:
+                return _ParsedArea(None, (f"{PROJECT}:{area}",))
 
 
 def _lists_to_tuples(value: Any) -> Any:
@@ -128,32 +190,54 @@ def load_stack_config(
                                     f"must be a secret: pulumi config set --secret {key} <value>"))
 
     parsed: dict[str, Optional[_Area]] = {}
+    refused: list[str] = []
     for area in AREAS:
         key = f"{PROJECT}:{area}"
         if key in raw:
-            parsed[area] = _parse_area(area, raw[key], problems)
+            parsed[area], refused_keys = _parse_area(area, raw[key], problems)
+            refused += refused_keys
         elif area in REQUIRED_AREAS:
             problems.append(Problem(key, _ABSENT, "required; see docs/config-reference.md"))
             parsed[area] = None
         else:
             parsed[area] = AREAS[area]()
 
-    shape_keys = [p.key for p in problems]
+    not_used = [p.key for p in problems] + refused
     rule_problems: list[Problem] = []
     valid_region = region if isinstance(region, str) and _REGION.match(region) else None
     valid_project = project if isinstance(project, str) and _PROJECT_ID.match(project) else None
     _Rules(rule_problems, parsed, valid_region, valid_project).run()
-    # A field that failed its shape check was dropped and defaulted: a rule about it would
-    # report a value the user never gave.
-    problems += [p for p in rule_problems if not any(
-        p.key == k or p.key.startswith(k + ".") or k.startswith(p.key + ".") for k in shape_keys)]
+    # A refused value was dropped (and defaulted) or kept only to check its siblings: a rule
+    # about it, or comparing another key with it, would report a value the user never gave.
+    problems += [p for p in rule_problems
+                 if not any(_related(read, k) for read in (p.key, *p.reads) for k in not_used)]
 
     if problems:
         raise ConfigError(_hide_secret_values(problems, secret_keys))
     return StackConfig(
         stack=stack, project=project, region=region, environment=environment,
-        has_wandb_key=f"{PROJECT}:wandbApiKey" in raw, **parsed,
+        has_wandb_key=f"{PROJECT}:wandbApiKey" in raw,
+        cluster=_parsed(parsed, "cluster", ClusterConfig), gpu=_parsed(parsed, "gpu", GpuConfig),
+        network=_parsed(parsed, "network", NetworkConfig),
+        storage=_parsed(parsed, "storage", StorageConfig),
+        kuberay=_parsed(parsed, "kuberay", KubeRayConfig), job=_parsed(parsed, "job", JobConfig),
     )
+
+
+_AreaModel = TypeVar("_AreaModel", bound=_Area)
+
+
+def _parsed(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaModel]) -> _AreaModel:
+    value = parsed[name]
+    if not isinstance(value, model):    # impossible: an area that did not parse has a problem
+        raise AssertionError(f"{PROJECT}:{name} did not parse")
+    return value
+
+
+def _related(a: str, b: str) -> bool:
+    """One key is the other or lies inside it (``x.y`` and ``x.y.z``, ``x.list`` and ``x.list[2]``)."""
+    short, long = sorted((a, b), key=len)
+    return long == short or long.startswith((short + ".", short + "["))
 
 
 def _hide_secret_values(problems: list[Problem], secret_keys) -> list[Problem]:

@@ -27,7 +27,7 @@ class LustreTier:
             if capacity % self.step_gib:
                 return (f"a multiple of {self.step_gib} GiB"
                         + (f" up to {self.threshold_gib} GiB" if self.threshold_gib else ""))
-        elif (capacity - self.threshold_gib) % self.step_above_gib:
+        elif self.step_above_gib is not None and (capacity - self.threshold_gib) % self.step_above_gib:
             return (f"{self.threshold_gib} GiB plus a multiple of {self.step_above_gib} GiB "
                     f"above {self.threshold_gib} GiB")
         return None

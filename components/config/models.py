@@ -8,7 +8,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from components.config.facts import DEFAULT_GKE_MINOR
-from components.config.types import GkeVersion, HubRevision, KubernetesNamespace, RayClusterName
+from components.config.types import (
+    ActiveDeadlineSeconds, AuthorizedCidr, BucketName, ClusterName, CpuQuantity, ExperimentName,
+    FiniteFloat, FlexStartRunSeconds, GkeVersion, HelmChartVersion, HubModelId, HubRevision,
+    KubernetesNamespace, LustreFilesystem, LustreInstanceId, LustrePeeringCidr, LustreThroughputTier,
+    MaintenanceExclusionName, MetadataCacheTtlSeconds, PinnedImage, ProjectId, Quantity, RayClusterName,
+    Recurrence, ReservationBlock, ReservationName, RetiredPeeringPrefixLength, SoftDeleteRetentionDays,
+    SubnetCidr, WindowTime, ExclusionTime, Zone,
+)
 
 # --------------------------------------------------------------------------------------------
 # Area models (the shape of each `gke-grpo:<area>` object). Field names are snake_case in
@@ -24,15 +31,15 @@ class _Area(BaseModel):
 
 
 class MaintenanceWindow(_Area):
-    start_time: str = Field("2025-01-04T02:00:00Z", description="RFC 3339")
-    end_time: str = Field("2025-01-04T10:00:00Z", description="RFC 3339")
-    recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", description="RFC 5545 RRULE")
+    start_time: WindowTime = Field("2025-01-04T02:00:00Z", description="RFC 3339")
+    end_time: WindowTime = Field("2025-01-04T10:00:00Z", description="RFC 3339")
+    recurrence: Recurrence = Field("FREQ=WEEKLY;BYDAY=SA,SU", description="RFC 5545 RRULE")
 
 
 class MaintenanceExclusion(_Area):
-    name: str = Field(description="exclusion name")
-    start_time: str = Field(description="RFC 3339")
-    end_time: str = Field(description="RFC 3339")
+    name: MaintenanceExclusionName = Field(description="exclusion name")
+    start_time: ExclusionTime = Field(description="RFC 3339")
+    end_time: ExclusionTime = Field(description="RFC 3339")
     scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = Field(
         "NO_MINOR_OR_NODE_UPGRADES",
         description="or `NO_UPGRADES`, `NO_MINOR_UPGRADES`",
@@ -61,14 +68,14 @@ class HeadPool(_Area):
 
 
 class AuthorizedNetwork(_Area):
-    cidr_block: str = Field(description="an IPv4 CIDR allowed to reach the control plane")
+    cidr_block: AuthorizedCidr = Field(description="an IPv4 CIDR allowed to reach the control plane")
     display_name: str = Field(description="a label for it")
 
 
 class ClusterConfig(_Area):
-    name: str = Field(description="GKE cluster name (1-40 chars); every GCP name derives from it")
+    name: ClusterName = Field(description="GKE cluster name (1-40 chars); every GCP name derives from it")
     mode: Literal["autopilot", "standard"] = Field(description="`autopilot` or `standard`")
-    zone: str = Field(
+    zone: Zone = Field(
         description="zone of the GPU nodes (and the RoCE profile); must lie in `gcp:region`",
     )
     release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(
@@ -118,10 +125,10 @@ class ClusterConfig(_Area):
 
 
 class Reservation(_Area):
-    name: str = Field(description="reservation name")
-    block: Optional[str] = Field(None, description="one block of the reservation (Standard only)")
+    name: ReservationName = Field(description="reservation name")
+    block: Optional[ReservationBlock] = Field(None, description="one block of the reservation (Standard only)")
     # Shared reservations owned by another project.
-    project: Optional[str] = Field(
+    project: Optional[ProjectId] = Field(
         None,
         description="owner of a shared reservation (Standard only)",
         json_schema_extra={"defaultText": "this project"},
@@ -159,9 +166,8 @@ class GpuConfig(_Area):
         description="the reservation to consume",
         json_schema_extra={"defaultText": "required with `reservation`"},
     )
-    max_run_duration_seconds: Optional[int] = Field(
+    max_run_duration_seconds: Optional[FlexStartRunSeconds] = Field(
         None,
-        ge=600,
         description="flex-start only; at most 604800 (7 days)",
     )
     auto_repair: Optional[bool] = Field(
@@ -188,14 +194,14 @@ class GpuConfig(_Area):
 
 
 class NetworkConfig(_Area):
-    cluster_subnet_cidr: str = Field("10.0.0.0/20", description="cluster subnet (nodes)")
-    pod_cidr: str = Field("10.4.0.0/14", description="pod secondary range")
-    service_cidr: str = Field("10.8.0.0/20", description="service secondary range")
-    gvnic_subnet_cidr: str = Field(
+    cluster_subnet_cidr: SubnetCidr = Field("10.0.0.0/20", description="cluster subnet (nodes)")
+    pod_cidr: SubnetCidr = Field("10.4.0.0/14", description="pod secondary range")
+    service_cidr: SubnetCidr = Field("10.8.0.0/20", description="service secondary range")
+    gvnic_subnet_cidr: SubnetCidr = Field(
         "192.168.0.0/24",
         description="second gVNIC NIC's subnet; also the firewall's source",
     )
-    rdma_subnet_cidrs: tuple[str, ...] = Field(
+    rdma_subnet_cidrs: tuple[SubnetCidr, ...] = Field(
         tuple(f"192.168.{n + 1}.0/24" for n in range(8)),
         description="exactly one per RDMA NIC (8)",
         json_schema_extra={"defaultText": "`192.168.1.0/24` … `192.168.8.0/24`"},
@@ -213,7 +219,7 @@ class NetworkConfig(_Area):
     )
     # The private-services-access range Managed Lustre takes its addresses from (a /24 per
     # instance); explicit so it is checked disjoint from every other range of the stack.
-    lustre_peering_cidr: str = Field(
+    lustre_peering_cidr: LustrePeeringCidr = Field(
         "10.96.0.0/20",
         description=("private-services range for Managed Lustre (/8-/24); disjoint from every other "
                      "range"),
@@ -221,7 +227,7 @@ class NetworkConfig(_Area):
 
 
 class GcsStorage(_Area):
-    bucket_name: Optional[str] = Field(
+    bucket_name: Optional[BucketName] = Field(
         None,
         description="the checkpoint and data bucket",
         json_schema_extra={"defaultText": "`<cluster name>-<project>`"},
@@ -233,7 +239,7 @@ class GcsStorage(_Area):
     # Default: "<cluster name>-<project>" (the tutorial's naming, unique per project).
     # Omitted: 0 (off) in dev, where rotated checkpoints would otherwise stay billed for 7
     # days after deletion; 7 in prod (StackConfig.soft_delete_retention_days).
-    soft_delete_retention_days: Optional[int] = Field(
+    soft_delete_retention_days: Optional[SoftDeleteRetentionDays] = Field(
         None,
         description="0 (off) or 7-90; see [docs/deploy.md](docs/deploy.md#4-soft-delete)",
         json_schema_extra={"defaultText": "dev: 0 (off), prod: 7"},
@@ -247,24 +253,23 @@ class GcsStorage(_Area):
         ge=0,
         description="gcsfuse file cache on the node's local SSD",
     )
-    metadata_cache_ttl_seconds: int = Field(
+    metadata_cache_ttl_seconds: MetadataCacheTtlSeconds = Field(
         600,
-        ge=-1,
         description="gcsfuse metadata cache TTL (-1: never expire)",
     )
     # gcsfuse sidecar resources (Kubernetes quantities). Omitted: computed by SharedStorage
     # from the cluster mode and the file cache size ("0", unlimited, is Standard-only).
-    sidecar_cpu_limit: Optional[str] = Field(
+    sidecar_cpu_limit: Optional[CpuQuantity] = Field(
         None,
         description="gcsfuse sidecar CPU limit",
         json_schema_extra={"defaultText": "computed"},
     )
-    sidecar_memory_limit: Optional[str] = Field(
+    sidecar_memory_limit: Optional[Quantity] = Field(
         None,
         description="gcsfuse sidecar memory limit",
         json_schema_extra={"defaultText": "computed"},
     )
-    sidecar_ephemeral_storage_limit: Optional[str] = Field(
+    sidecar_ephemeral_storage_limit: Optional[Quantity] = Field(
         None,
         description="must exceed the file cache",
         json_schema_extra={"defaultText": "computed"},
@@ -273,19 +278,19 @@ class GcsStorage(_Area):
 
 class LustreStorage(_Area):
     # Default: "<cluster name>-lustre".
-    instance_id: Optional[str] = Field(
+    instance_id: Optional[LustreInstanceId] = Field(
         None,
         description="the Managed Lustre instance id",
         json_schema_extra={"defaultText": "`<cluster name>-lustre`"},
     )
-    filesystem: str = Field("lustrefs", description="1-8 letters or digits")
+    filesystem: LustreFilesystem = Field("lustrefs", description="1-8 letters or digits")
     capacity_gib: int = Field(
         18_000,
         description="checked against the tier's minimum, maximum and step",
     )
-    throughput_tier: int = Field(500, description="MB/s per TiB: 125, 250, 500 or 1000")
+    throughput_tier: LustreThroughputTier = Field(500, description="MB/s per TiB: 125, 250, 500 or 1000")
     # Replaced by network.lustrePeeringCidr (its prefix length); refused when set.
-    peering_prefix_length: Optional[int] = Field(
+    peering_prefix_length: Optional[RetiredPeeringPrefixLength] = Field(
         None,
         description="refused: replaced by `network.lustrePeeringCidr`",
     )
@@ -359,7 +364,7 @@ class KubeRayConfig(_Area):
     operator: Literal["addon", "helm"] = Field(
         description="`addon` (GKE's Ray addon) or `helm` (kuberay-operator release)",
     )
-    helm_chart_version: Optional[str] = Field(
+    helm_chart_version: Optional[HelmChartVersion] = Field(
         None,
         description=("only with `helm`; a version whose CRDs are vendored in `data/kuberay-crds/` "
                      "(1.7.0)"),
@@ -370,7 +375,7 @@ class KubeRayConfig(_Area):
         description="namespace of the Ray cluster, storage claim and secrets",
     )
     ray_cluster_name: RayClusterName = Field("grpo", description="RayCluster name")
-    image: Optional[str] = Field(
+    image: Optional[PinnedImage] = Field(
         None,
         description="Ray image; must be a row of the table for `job.framework`",
         json_schema_extra={"defaultText": "the framework's row of `data/versions.yaml`"},
@@ -433,8 +438,8 @@ class JobConfig(_Area):
         ge=1,
         description="bump to start a new attempt of the same run (resumes)",
     )
-    experiment_name: str = Field(description="names the run and its checkpoint directory")
-    model: str = Field("Qwen/Qwen2.5-32B-Instruct", description="Hugging Face model id")
+    experiment_name: ExperimentName = Field(description="names the run and its checkpoint directory")
+    model: HubModelId = Field("Qwen/Qwen2.5-32B-Instruct", description="Hugging Face model id")
     # Hugging Face Hub commit shas (40 hex): optional, a warning says when absent.
     model_revision: Optional[HubRevision] = Field(
         None,
@@ -453,12 +458,12 @@ class JobConfig(_Area):
     mini_batch_size: int = Field(256, description="verl PPO mini batch / NeMo RL global batch")
     micro_batch_size_per_gpu: int = Field(8, description="training micro batch per GPU")
     log_prob_micro_batch_size_per_gpu: int = Field(8, description="log-prob micro batch per GPU")
-    learning_rate: float = Field(
+    learning_rate: FiniteFloat = Field(
         1e-6,
         description="optimizer learning rate",
         json_schema_extra={"defaultText": "1e-6"},
     )
-    kl_loss_coef: float = Field(0.001, description="KL as a loss term")
+    kl_loss_coef: FiniteFloat = Field(0.001, description="KL as a loss term")
     kl_loss_type: str = Field("low_var_kl", description="KL estimator of the KL loss term")
     total_steps: Optional[int] = Field(
         None,
@@ -478,7 +483,7 @@ class JobConfig(_Area):
         8,
         description="tensor parallel size of the rollout engine",
     )
-    rollout_gpu_memory_utilization: float = Field(
+    rollout_gpu_memory_utilization: FiniteFloat = Field(
         0.6,
         description="fraction of total GPU memory for vLLM",
     )
@@ -487,7 +492,7 @@ class JobConfig(_Area):
     checkpoint_every_steps: int = Field(10, description="steps between checkpoints")
     checkpoints_to_keep: int = Field(2, description="checkpoints kept; older ones are deleted")
     validate_every_steps: int = Field(10, description="steps between validations")
-    active_deadline_seconds: int = Field(
+    active_deadline_seconds: ActiveDeadlineSeconds = Field(
         7 * 24 * 3600,
         ge=600,
         description=("the run's time budget from its first trainer start, enforced by the run "

@@ -49,11 +49,15 @@ def _version_tuple(version: str) -> Optional[tuple[int, int, int, int]]:
     match = _GKE_VERSION.match(version)
     if not match:
         return None
-    return tuple(int(part) if part is not None else 0 for part in match.groups())
+    major, minor, patch, gke = (int(part) if part is not None else 0 for part in match.groups())
+    return major, minor, patch, gke
 
 
 def version_at_least(version: str, minimum: str) -> bool:
     """True when every GKE version matching ``version`` (possibly a prefix such as "1.33")
     is at least ``minimum``."""
-    return _version_tuple(version) >= _version_tuple(minimum)
+    have, need = _version_tuple(version), _version_tuple(minimum)
+    if have is None or need is None:
+        raise ValueError(f"not a GKE version: {version if have is None else minimum!r}")
+    return have >= need
 

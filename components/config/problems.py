@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -19,6 +19,9 @@ class Problem:
     key: str
     given: Any
     allowed: str
+    # Other keys (as written, with the gke-grpo: prefix) the rule compared this one with: a rule
+    # about a key whose value was refused (and defaulted) would report a value nobody gave.
+    reads: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __str__(self) -> str:
         # Nothing secret is ever echoed (jobs/credentials.py) and echoed values are cut short.

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from components.config.facts import (
-    FLEX_START_MAX_RUN_SECONDS, FLEX_START_MIN_GKE_VERSION, KUBERAY_CRD_DIR,
+    FLEX_START_MIN_GKE_VERSION, KUBERAY_CRD_DIR,
     LUSTRE_CSI_MIN_GKE_VERSION, LUSTRE_MODERN_PORT_MIN_GKE_VERSION, LUSTRE_TIERS, MACHINE_SHAPES,
     MINIMUM_GKE_MINOR,
     PROVISIONING_MODELS, SUPPORTED_KUBERAY_CHARTS, MachineShape, predefined_machine,
@@ -16,12 +16,19 @@ from components.config.models import (
     ClusterConfig, GcsStorage, GpuConfig, HeadPool, JobConfig, KubeRayConfig, LustreStorage,
     NetworkConfig, StorageConfig, _Area,
 )
-from components.config.patterns import (
-    _BUCKET, _CPU_QUANTITY, _GKE_VERSION, _LUSTRE_FILESYSTEM, _PROJECT_ID,
-    _QUANTITY, _RFC1035, _RFC3339, _ZONE, _version_tuple, quantity_bytes, version_at_least,
-)
+from components.config.patterns import _GKE_VERSION, _ZONE, _version_tuple, quantity_bytes, version_at_least
 from components.config.problems import PROJECT, Problem, _lookup
+from components.config.timeformats import rfc3339
+from components.config.types import BUCKET_NAME_RULE, bucket_name_problem
 from components.config.stack import ResourceNames
+
+
+_AreaModel = TypeVar("_AreaModel", bound=_Area)
+
+
+def _area(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaModel]) -> Optional[_AreaModel]:
+    value = parsed.get(name)
+    return value if isinstance(value, model) else None
 
 
 class _Rules:
@@ -30,116 +37,95 @@ class _Rules:
     def __init__(self, problems: list[Problem], parsed: dict[str, Optional[_Area]],
                  region: Optional[str], project: Optional[str] = None):
         self.problems = problems
-        self.cluster: Optional[ClusterConfig] = parsed["cluster"]
-        self.gpu: Optional[GpuConfig] = parsed["gpu"]
-        self.network: Optional[NetworkConfig] = parsed["network"]
-        self.storage: Optional[StorageConfig] = parsed["storage"]
-        self.kuberay: Optional[KubeRayConfig] = parsed["kuberay"]
-        self.job: Optional[JobConfig] = parsed["job"]
+        self.cluster = _area(parsed, "cluster", ClusterConfig)
+        self.gpu = _area(parsed, "gpu", GpuConfig)
+        self.network = _area(parsed, "network", NetworkConfig)
+        self.storage = _area(parsed, "storage", StorageConfig)
+        self.kuberay = _area(parsed, "kuberay", KubeRayConfig)
+        self.job = _area(parsed, "job", JobConfig)
         self.region = region
         self.project = project
 
-    def add(self, key: str, given: Any, allowed: str) -> None:
-        self.problems.append(Problem(f"{PROJECT}:{key}", given, allowed))
+    def add(self, key: str, given: Any, allowed: str, reads: tuple[str, ...] = ()) -> None:
+        """A problem at ``key``; ``reads``: the other keys the rule compared it with."""
+        self.problems.append(Problem(f"{PROJECT}:{key}", given, allowed,
+                                     tuple(f"{PROJECT}:{k}" for k in reads)))
 
     def run(self) -> None:
+        # Each area's checks get the area itself: it parsed. Others are read as Optional.
         if self.cluster:
-            self._check_cluster()
+            self._check_cluster(self.cluster)
         if self.gpu:
-            self._check_gpu()
+            self._check_gpu(self.gpu)
         if self.network:
-            self._check_network()
+            self._check_network(self.network)
         if self.storage:
-            self._check_storage()
+            self._check_storage(self.storage)
         if self.kuberay:
-            self._check_kuberay()
+            self._check_kuberay(self.kuberay)
         if self.job:
-            self._check_job()
+            self._check_job(self.job)
         from components.config.guards import check_guards   # values no API accepts (issue 14)
         check_guards(self)
 
     # ---- cluster --------------------------------------------------------------------------
-    def _check_cluster(self) -> None:
-        c = self.cluster
-        if len(c.name) > 40 or not _RFC1035.match(c.name):
-            self.add("cluster.name", c.name, "1-40 characters: lowercase letters, digits and "
-                     "hyphens, starting with a letter and not ending with a hyphen")
-        else:
-            for derived in ResourceNames(c.name, 8).all_rfc1035():
-                if len(derived) > 63:
-                    self.add("cluster.name", c.name, f"too long: the derived name {derived!r} "
-                             "exceeds GCP's 63 characters")
-                    break
+    def _check_cluster(self, c: ClusterConfig) -> None:
+        # Names, zones, times and the RRULE are checked by their types (components/config/types.py).
+        for derived in ResourceNames(c.name, 8).all_rfc1035():
+            if len(derived) > 63:
+                self.add("cluster.name", c.name, f"too long: the derived name {derived!r} "
+                         "exceeds GCP's 63 characters")
+                break
         zone_match = _ZONE.match(c.zone)
-        if not zone_match:
-            self.add("cluster.zone", c.zone, "a GCP zone such as us-central1-b")
-        elif self.region and zone_match.group(1) != self.region:
+        if zone_match and self.region and zone_match.group(1) != self.region:
             self.add("cluster.zone", c.zone, f"a zone of the region gcp:region={self.region} "
                      f"(for example {self.region}-b)")
-        # The version's format is checked by its type (types.GkeVersion).
-        major, minor = _version_tuple(c.min_master_version)[:2]
-        if (major, minor) < tuple(int(p) for p in MINIMUM_GKE_MINOR.split(".")):
+        version = _version_tuple(c.min_master_version)
+        if version is not None and version[:2] < tuple(int(p) for p in MINIMUM_GKE_MINOR.split(".")):
             self.add("cluster.minMasterVersion", c.min_master_version,
                      f"{MINIMUM_GKE_MINOR} or later: A3 Ultra and A4 GPU nodes need it")
         window = c.maintenance_window
-        for field, value in (("startTime", window.start_time), ("endTime", window.end_time)):
-            if not _RFC3339.match(value):
-                self.add(f"cluster.maintenanceWindow.{field}", value,
-                         "an RFC 3339 UTC time such as 2025-01-04T02:00:00Z")
-        from components.config.guards import rfc3339
         start, end = rfc3339(window.start_time), rfc3339(window.end_time)
-        if _RFC3339.match(window.start_time) and _RFC3339.match(window.end_time) \
-                and start is not None and end is not None and end <= start:
+        if start is not None and end is not None and end <= start:
             self.add("cluster.maintenanceWindow.endTime", window.end_time,
-                     f"a time after maintenanceWindow.startTime ({window.start_time})")
-        if not window.recurrence.startswith("FREQ="):
-            self.add("cluster.maintenanceWindow.recurrence", window.recurrence,
-                     "an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU")
+                     f"a time after maintenanceWindow.startTime ({window.start_time})",
+                     reads=("cluster.maintenanceWindow.startTime",))
         for i, exclusion in enumerate(c.maintenance_exclusions):
-            if not _RFC1035.match(exclusion.name) or len(exclusion.name) > 63:
-                self.add(f"cluster.maintenanceExclusions[{i}].name", exclusion.name,
-                         "lowercase letters, digits and hyphens, at most 63 characters")
-            for field, value in (("startTime", exclusion.start_time), ("endTime", exclusion.end_time)):
-                if not _RFC3339.match(value):
-                    self.add(f"cluster.maintenanceExclusions[{i}].{field}", value,
-                             "an RFC 3339 UTC time such as 2026-12-01T00:00:00Z")
+            start, end = rfc3339(exclusion.start_time), rfc3339(exclusion.end_time)
+            if start is not None and end is not None and end <= start:
+                key = f"cluster.maintenanceExclusions[{i}]"
+                self.add(f"{key}.endTime", exclusion.end_time,
+                         f"a time after {key}.startTime ({exclusion.start_time}): an exclusion "
+                         "ends after it starts", reads=(f"{key}.startTime",))
         if c.mode == "autopilot" and c.head_pool is not None:
             self.add("cluster.headPool", c.head_pool.model_dump(by_alias=True, exclude_unset=True),
                      "not allowed on Autopilot: Autopilot has no node pools; the Ray head runs on "
                      "Autopilot's default on-demand (non-Spot) capacity")
         if c.head_pool is not None and c.head_pool.min_nodes > c.head_pool.max_nodes:
             self.add("cluster.headPool.minNodes", c.head_pool.min_nodes,
-                     f"at most headPool.maxNodes ({c.head_pool.max_nodes})")
-        self._check_control_plane_access()
+                     f"at most headPool.maxNodes ({c.head_pool.max_nodes})",
+                     reads=("cluster.headPool.maxNodes",))
+        self._check_control_plane_access(c)
 
-    def _check_control_plane_access(self) -> None:
+    def _check_control_plane_access(self, c: ClusterConfig) -> None:
         """The control plane is never open to the internet by default: the DNS-based endpoint
         (IAM decides who connects) or the IP endpoint limited to named networks."""
-        c = self.cluster
         networks = c.master_authorized_networks
+        # Each network's CIDR (never 0.0.0.0/0) is checked by its type (types.AuthorizedCidr).
+        access = ("cluster.controlPlaneAccess",)
         if c.control_plane_access == "dns" and networks:
             self.add("cluster.masterAuthorizedNetworks",
                      [n.model_dump(by_alias=True) for n in networks],
                      'only with cluster.controlPlaneAccess "authorizedNetworks": with "dns" the IP '
-                     "endpoints are off and IAM (container.clusters.connect) decides who connects")
+                     "endpoints are off and IAM (container.clusters.connect) decides who connects",
+                     reads=access)
         if c.control_plane_access == "authorizedNetworks" and not networks:
             self.add("cluster.masterAuthorizedNetworks", [], 'at least one {"cidrBlock": '
                      '"203.0.113.0/24", "displayName": "office"} with controlPlaneAccess '
-                     '"authorizedNetworks" (or use controlPlaneAccess "dns")')
-        for i, network in enumerate(networks):
-            key = f"cluster.masterAuthorizedNetworks[{i}].cidrBlock"
-            try:
-                net = ipaddress.IPv4Network(network.cidr_block, strict=True)
-            except ValueError as err:
-                self.add(key, network.cidr_block, f"an IPv4 CIDR such as 203.0.113.0/24 ({err})")
-                continue
-            if net.prefixlen == 0:
-                self.add(key, network.cidr_block, "a range narrower than 0.0.0.0/0: that would "
-                         "open the control plane to the whole internet")
+                     '"authorizedNetworks" (or use controlPlaneAccess "dns")', reads=access)
 
     # ---- gpu --------------------------------------------------------------------------------
-    def _check_gpu(self) -> None:
-        g = self.gpu
+    def _check_gpu(self, g: GpuConfig) -> None:
         shape = MACHINE_SHAPES[g.type]
         autopilot = self.cluster is not None and self.cluster.mode == "autopilot"
         model = g.provisioning_model
@@ -164,22 +150,16 @@ class _Rules:
         elif g.reservation is not None:
             self.add("gpu.reservation", g.reservation.model_dump(by_alias=True, exclude_none=True),
                      'only with provisioningModel "reservation"')
-        if g.reservation is not None:
+        # The reservation's names and project, and the 7-day bound of maxRunDurationSeconds, are
+        # checked by their types (components/config/types.py).
+        if g.reservation is not None and autopilot:
             r = g.reservation
-            if len(r.name) > 63 or not _RFC1035.match(r.name):
-                self.add("gpu.reservation.name", r.name, "a reservation name: lowercase letters, "
-                         "digits and hyphens, at most 63 characters")
-            if r.block is not None and autopilot:
+            if r.block is not None:
                 self.add("gpu.reservation.block", r.block, "Standard clusters only: this program "
                          "selects a reservation block through a node pool's reservation affinity")
-            elif r.block is not None and (len(r.block) > 63 or not _RFC1035.match(r.block)):
-                self.add("gpu.reservation.block", r.block, "a reservation block name: lowercase "
-                         "letters, digits and hyphens, at most 63 characters")
-            if r.project is not None and autopilot:
+            if r.project is not None:
                 self.add("gpu.reservation.project", r.project, "Standard clusters only: this "
                          "program consumes a shared reservation through a node pool's affinity")
-            elif r.project is not None and not _PROJECT_ID.match(r.project):
-                self.add("gpu.reservation.project", r.project, "a GCP project id")
         if g.max_run_duration_seconds is not None:
             if autopilot:
                 self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds, "Standard clusters "
@@ -187,9 +167,6 @@ class _Rules:
             elif model != "flex-start":
                 self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds,
                          'only with provisioningModel "flex-start"')
-            elif g.max_run_duration_seconds > FLEX_START_MAX_RUN_SECONDS:
-                self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds,
-                         f"at most {FLEX_START_MAX_RUN_SECONDS} (7 days, flex-start's limit)")
         if model == "flex-start" and g.auto_repair:
             self.add("gpu.autoRepair", g.auto_repair, "false (or omitted) with flex-start: GKE "
                      "does not auto-repair flex-start nodes")
@@ -233,53 +210,31 @@ class _Rules:
                          "(maxRunDurationSeconds) with nothing running on it")
 
     # ---- network ----------------------------------------------------------------------------
-    def _check_network(self) -> None:
-        n = self.network
+    def _check_network(self, n: NetworkConfig) -> None:
         # Both shapes have 8 RDMA NICs; the GPU type decides when it parsed.
         shape = MACHINE_SHAPES[self.gpu.type if self.gpu else "nvidia-b200"]
         nics = shape.rdma_nics
-        ranges: list[tuple[str, ipaddress.IPv4Network]] = []
-        for key, value in (("network.clusterSubnetCidr", n.cluster_subnet_cidr),
-                           ("network.podCidr", n.pod_cidr),
-                           ("network.serviceCidr", n.service_cidr),
-                           ("network.gvnicSubnetCidr", n.gvnic_subnet_cidr),
-                           ("network.lustrePeeringCidr", n.lustre_peering_cidr)):
-            parsed = self._cidr(key, value)
-            if parsed:
-                ranges.append((key, parsed))
-            if parsed and key == "network.lustrePeeringCidr" and not 8 <= parsed.prefixlen <= 24:
-                self.add(key, value, "a prefix between /8 and /24 (private service access gives "
-                         "each Lustre instance a /24)")
+        # Each range is a private /8-/29 CIDR by its type (types.SubnetCidr); here: their count
+        # per GPU type, and that no two overlap.
         if len(n.rdma_subnet_cidrs) != nics:
             self.add("network.rdmaSubnetCidrs", list(n.rdma_subnet_cidrs),
-                     f"exactly {nics} CIDRs: one subnet per RDMA NIC of {shape.machine_type}")
-        for i, value in enumerate(n.rdma_subnet_cidrs):
-            parsed = self._cidr(f"network.rdmaSubnetCidrs[{i}]", value)
-            if parsed:
-                ranges.append((f"network.rdmaSubnetCidrs[{i}]", parsed))
+                     f"exactly {nics} CIDRs: one subnet per RDMA NIC of {shape.machine_type}",
+                     reads=("gpu.type",))
+        ranges = [(key, ipaddress.IPv4Network(value)) for key, value in (
+            ("network.clusterSubnetCidr", n.cluster_subnet_cidr),
+            ("network.podCidr", n.pod_cidr),
+            ("network.serviceCidr", n.service_cidr),
+            ("network.gvnicSubnetCidr", n.gvnic_subnet_cidr),
+            ("network.lustrePeeringCidr", n.lustre_peering_cidr),
+            *((f"network.rdmaSubnetCidrs[{i}]", cidr) for i, cidr in enumerate(n.rdma_subnet_cidrs)))]
         for i, (key_a, net_a) in enumerate(ranges):
             for key_b, net_b in ranges[i + 1:]:
                 if net_a.overlaps(net_b):
                     self.add(key_b, str(net_b), f"a range disjoint from {PROJECT}:{key_a} "
-                             f"({net_a})")
-
-    def _cidr(self, key: str, value: str) -> Optional[ipaddress.IPv4Network]:
-        try:
-            net = ipaddress.IPv4Network(value, strict=True)
-        except ValueError as err:
-            self.add(key, value, f"an IPv4 CIDR such as 10.0.0.0/20 ({err})")
-            return None
-        if not net.is_private:
-            self.add(key, value, "a private (RFC 1918) range")
-            return None
-        if net.prefixlen > 29:
-            self.add(key, value, "a prefix of /29 or larger: GCP subnets need at least 8 addresses")
-            return None
-        return net
+                             f"({net_a})", reads=(key_a,))
 
     # ---- storage ----------------------------------------------------------------------------
-    def _check_storage(self) -> None:
-        s = self.storage
+    def _check_storage(self, s: StorageConfig) -> None:
         other = "lustre" if s.kind == "gcs" else "gcs"
         if getattr(s, other) is not None:
             self.add(f"storage.{other}", getattr(s, other).model_dump(by_alias=True, exclude_none=True),
@@ -290,38 +245,23 @@ class _Rules:
             self._check_lustre(s.lustre or LustreStorage())
 
     def _check_gcs(self, gcs: "GcsStorage") -> None:
-        key = "storage.gcs.bucketName"
-        name = gcs.bucket_name
-        if name is None and self.cluster is not None and self.project:
-            name, key = ResourceNames(self.cluster.name, 8).bucket(self.project), "cluster.name"
-        if name is not None and (not _BUCKET.match(name) or name.startswith("goog")
-                                 or "google" in name or ".." in name):
-            what = "" if key.endswith("bucketName") else (
-                f"the default bucket name {name!r} (<cluster name>-<project>) is invalid; set "
-                f"{PROJECT}:storage.gcs.bucketName or shorten the cluster name. A bucket name is ")
-            self.add(key, gcs.bucket_name if key.endswith("bucketName") else self.cluster.name,
-                     what + "3-63 characters: lowercase letters, digits, hyphens, underscores "
-                     "and dots, starting and ending with a letter or digit, not starting with "
-                     '"goog" nor containing "google"')
-        if gcs.soft_delete_retention_days is not None and \
-                gcs.soft_delete_retention_days not in range(7, 91) and gcs.soft_delete_retention_days != 0:
-            self.add("storage.gcs.softDeleteRetentionDays", gcs.soft_delete_retention_days,
-                     "0 (soft delete off) or 7-90 days (Cloud Storage's allowed range)")
-        if gcs.metadata_cache_ttl_seconds == 0:
-            self.add("storage.gcs.metadataCacheTtlSeconds", 0, "a positive TTL or -1 (never "
-                     "expire): 0 turns gcsfuse's metadata cache off (a defect of the tutorial)")
+        # A given bucketName, the retention and the cache TTL are checked by their types; here:
+        # the default name derived from the cluster name and the project.
+        if gcs.bucket_name is None and self.cluster is not None and self.project:
+            name = ResourceNames(self.cluster.name, 8).bucket(self.project)
+            if bucket_name_problem(name):
+                self.add("cluster.name", self.cluster.name,
+                         f"the default bucket name {name!r} (<cluster name>-<project>) is invalid; "
+                         f"set {PROJECT}:storage.gcs.bucketName or shorten the cluster name. A bucket "
+                         f"name is {BUCKET_NAME_RULE}", reads=("storage.gcs.bucketName",))
         autopilot = self.cluster is not None and self.cluster.mode == "autopilot"
-        for field, value, cpu in (("sidecarCpuLimit", gcs.sidecar_cpu_limit, True),
-                                  ("sidecarMemoryLimit", gcs.sidecar_memory_limit, False),
-                                  ("sidecarEphemeralStorageLimit", gcs.sidecar_ephemeral_storage_limit, False)):
-            if value is None:
+        for field, value in (("sidecarCpuLimit", gcs.sidecar_cpu_limit),
+                             ("sidecarMemoryLimit", gcs.sidecar_memory_limit),
+                             ("sidecarEphemeralStorageLimit", gcs.sidecar_ephemeral_storage_limit)):
+            if value is None:     # its form is checked by its type (types.Quantity)
                 continue
-            valid = _CPU_QUANTITY.match(value) if cpu else _QUANTITY.match(value)
-            if not valid:
-                self.add(f"storage.gcs.{field}", value, "a Kubernetes quantity such as "
-                         + ('"8" or "500m"' if cpu else '"32Gi"'))
-                continue
-            zero = float(re.match(r"[0-9.]+", value).group(0)) == 0
+            number = re.match(r"[0-9.]+", value)
+            zero = number is not None and float(number.group(0)) == 0
             if autopilot and zero:
                 self.add(f"storage.gcs.{field}", value, 'a non-zero limit: "0" (unlimited) '
                          "works on Standard clusters only")
@@ -329,29 +269,16 @@ class _Rules:
                     quantity_bytes(value) <= gcs.file_cache_size_gib * 2**30:
                 self.add(f"storage.gcs.{field}", value, f"more than the file cache "
                          f"({gcs.file_cache_size_gib}Gi, storage.gcs.fileCacheSizeGib): the "
-                         "cache lives in the sidecar's ephemeral storage")
+                         "cache lives in the sidecar's ephemeral storage",
+                         reads=("storage.gcs.fileCacheSizeGib",))
 
     def _check_lustre(self, lustre: "LustreStorage") -> None:
-        tier = LUSTRE_TIERS.get(lustre.throughput_tier)
-        if tier is None:
-            self.add("storage.lustre.throughputTier", lustre.throughput_tier,
-                     "one of " + ", ".join(str(t) for t in LUSTRE_TIERS) + " (MB/s per TiB)")
-        else:
-            problem = tier.capacity_problem(lustre.capacity_gib)
-            if problem:
-                self.add("storage.lustre.capacityGib", lustre.capacity_gib,
-                         f"{problem} for throughput tier {lustre.throughput_tier}")
-        if not _LUSTRE_FILESYSTEM.match(lustre.filesystem):
-            self.add("storage.lustre.filesystem", lustre.filesystem,
-                     "1-8 letters or digits, starting with a letter (a Lustre fsname)")
-        if lustre.instance_id is not None and (
-                len(lustre.instance_id) > 63 or not _RFC1035.match(lustre.instance_id)):
-            self.add("storage.lustre.instanceId", lustre.instance_id, "1-63 characters: lowercase "
-                     "letters, digits and hyphens, starting with a letter")
-        if lustre.peering_prefix_length is not None:
-            self.add("storage.lustre.peeringPrefixLength", lustre.peering_prefix_length,
-                     "not used any more: the private-services range is network.lustrePeeringCidr "
-                     '(for example "10.96.0.0/20"), checked disjoint from every other range')
+        # The tier, the fsname and the instance id are checked by their types (types.py).
+        problem = LUSTRE_TIERS[lustre.throughput_tier].capacity_problem(lustre.capacity_gib)
+        if problem:
+            self.add("storage.lustre.capacityGib", lustre.capacity_gib,
+                     f"{problem} for throughput tier {lustre.throughput_tier}",
+                     reads=("storage.lustre.throughputTier",))
         version = self.cluster.min_master_version if self.cluster else None
         if version and _GKE_VERSION.match(version):
             if not version_at_least(version, LUSTRE_CSI_MIN_GKE_VERSION):
@@ -362,11 +289,11 @@ class _Rules:
                 self.add("storage.lustre.legacyPort", False,
                          f"true when nodes may be older than {LUSTRE_MODERN_PORT_MIN_GKE_VERSION} "
                          f"(cluster.minMasterVersion is {version}); or raise "
-                         "cluster.minMasterVersion to that version and keep the modern port 988")
+                         "cluster.minMasterVersion to that version and keep the modern port 988",
+                         reads=("cluster.minMasterVersion",))
 
     # ---- kuberay ----------------------------------------------------------------------------
-    def _check_kuberay(self) -> None:
-        k = self.kuberay
+    def _check_kuberay(self, k: KubeRayConfig) -> None:
         if k.operator == "addon" and k.helm_chart_version is not None:
             self.add("kuberay.helmChartVersion", k.helm_chart_version,
                      'only with kuberay.operator "helm": the GKE Ray addon and the Helm operator '
@@ -374,17 +301,15 @@ class _Rules:
         if k.operator == "helm" and k.operator_namespace is not None:
             self.add("kuberay.operatorNamespace", k.operator_namespace, 'only with kuberay.operator '
                      '"addon": the Helm release lives in kuberay-system')
-        self._check_image()
-        self._check_worker()
-        self._check_head()
-        self._check_chart_version()
-        if k.helm_chart_version is not None and not re.match(r"^\d+\.\d+\.\d+$", k.helm_chart_version):
-            self.add("kuberay.helmChartVersion", k.helm_chart_version,
-                     'an exact chart version such as "1.7.0"')
+        self._check_image(k)
+        self._check_worker(k)
+        self._check_head(k)
+        self._check_chart_version(k)
 
-    def _check_chart_version(self) -> None:
-        version = self.kuberay.helm_chart_version
-        if version is None or not re.match(r"^\d+\.\d+\.\d+$", version):
+    def _check_chart_version(self, k: KubeRayConfig) -> None:
+        # Its form (an exact x.y.z) is checked by its type; here: the supported and vendored ones.
+        version = k.helm_chart_version
+        if version is None:
             return
         parts = tuple(int(p) for p in version.split("."))
         if not SUPPORTED_KUBERAY_CHARTS[0] <= parts < SUPPORTED_KUBERAY_CHARTS[1]:
@@ -400,15 +325,11 @@ class _Rules:
                      "from the repository, never fetched at `pulumi up`; vendor "
                      "helm-chart/kuberay-operator/crds/*.yaml of that tag first")
 
-    def _check_image(self) -> None:
-        from components.versions import image_reference_problem, load_versions
+    def _check_image(self, k: KubeRayConfig) -> None:
+        from components.versions import load_versions
 
-        image = self.kuberay.image
+        image = k.image     # pinned: checked by its type (types.PinnedImage)
         if image is None:
-            return
-        problem = image_reference_problem(image)
-        if problem:
-            self.add("kuberay.image", image, f"a pinned image: it {problem}")
             return
         versions = load_versions()
         row = versions.by_image(image)
@@ -417,10 +338,10 @@ class _Rules:
                      "(data/versions.yaml): " + ", ".join(r.image for r in versions.images))
         elif self.job is not None and row.framework != self.job.framework:
             self.add("kuberay.image", image, f"an image for job.framework {self.job.framework!r} "
-                     f"(this one is for {row.framework!r})")
+                     f"(this one is for {row.framework!r})", reads=("job.framework",))
 
-    def _check_worker(self) -> None:
-        worker = self.kuberay.worker
+    def _check_worker(self, k: KubeRayConfig) -> None:
+        worker = k.worker
         if self.gpu is None:
             return
         shape = MACHINE_SHAPES[self.gpu.type]
@@ -449,13 +370,13 @@ class _Rules:
                      f"{shape.machine_type} has ~{shape.allocatable_memory_gib:.0f} GiB allocatable "
                      f"and GKE's system DaemonSets need ~{SYSTEM_RESERVE_MEMORY_GIB} GiB{sidecar_note}")
         if self.cluster is not None and self.cluster.mode == "autopilot":
-            self._check_autopilot_worker_pod(shape)
+            self._check_autopilot_worker_pod(k, shape)
         memory = worker.memory_gib or max_memory
         if worker.shm_gib >= memory:
             self.add("kuberay.worker.shmGib", worker.shm_gib, f"less than the worker's memory "
                      f"({memory} GiB): /dev/shm is memory the worker's limit counts")
 
-    def _check_autopilot_worker_pod(self, shape: "MachineShape") -> None:
+    def _check_autopilot_worker_pod(self, k: KubeRayConfig, shape: "MachineShape") -> None:
         """The GPU worker pod as a whole (Ray container + gcsfuse sidecar) within Autopilot's
         per-pod maximum for its GPU shape (data/autopilot-gpu-limits.yaml): Autopilot rejects a
         pod above it."""
@@ -467,7 +388,7 @@ class _Rules:
             self.add("gpu.type", shape.gpu_type, f"a GPU type with {shape.gpus} GPUs in Autopilot's "
                      "per-pod maximums (data/autopilot-gpu-limits.yaml)")
             return
-        worker = self.kuberay.worker
+        worker = k.worker
         sidecar_cpu = sidecar_memory = sidecar_storage = 0.0
         if self.storage is not None and self.storage.kind == "gcs":
             try:
@@ -494,13 +415,13 @@ class _Rules:
                          f"({shape.gpus} x {shape.gpu_type}, {limit.source}); this pod asks "
                          f"{total:g} including the gcsfuse sidecar")
 
-    def _check_autopilot_head_pod(self) -> None:
+    def _check_autopilot_head_pod(self, k: KubeRayConfig) -> None:
         """The head pod's ephemeral storage (container + gcsfuse sidecar) within Autopilot's
         general-purpose per-pod maximum (data/autopilot-gpu-limits.yaml)."""
         from components.autopilot_limits import general_purpose_ephemeral_storage_gib
         from components.config.sidecar import HEAD_SIDECAR_AUTOPILOT
 
-        asked = self.kuberay.head.ephemeral_storage_gib
+        asked = k.head.ephemeral_storage_gib
         if asked is None:
             return
         sidecar = 0.0
@@ -513,36 +434,32 @@ class _Rules:
                      f"storage{' and the gcsfuse sidecar takes %g' % sidecar if sidecar else ''}; "
                      "/tmp/ray is on its own disk-backed volume there")
 
-    def _check_head(self) -> None:
+    def _check_head(self, k: KubeRayConfig) -> None:
         """The head's requests fit its Standard pool's machine (plus a small sidecar)."""
-        if self.cluster is not None and self.cluster.mode == "autopilot" and self.kuberay is not None:
-            self._check_autopilot_head_pod()
-        if self.cluster is None or self.cluster.mode != "standard" or self.kuberay is None:
+        c = self.cluster
+        if c is not None and c.mode == "autopilot":
+            self._check_autopilot_head_pod(k)
+        if c is None or c.mode != "standard":
             return
-        pool = self.cluster.head_pool or HeadPool()
+        pool = c.head_pool or HeadPool()
         shape = predefined_machine(pool.machine_type)
-        key = "cluster.headPool.machineType" if self.cluster.head_pool else "kuberay.head"
         if shape is None:
             self.add("cluster.headPool.machineType", pool.machine_type, "a predefined machine type "
                      "such as c2-standard-16 or n2-highmem-16 (<family>-standard|highmem|highcpu-<vCPUs>)")
             return
         vcpus, memory_gib = shape
         probe = MachineShape("", pool.machine_type, "", 0, 0, vcpus, memory_gib, 0, "", "")
-        head = self.kuberay.head
+        head = k.head
         # One vCPU and 2 GiB for the node's system pods and the gcsfuse sidecar's requests.
         if head.cpu > probe.allocatable_cpu - 1 or head.memory_gib > probe.allocatable_memory_gib - 2:
-            self.add(key if key == "kuberay.head" else "kuberay.head", head.model_dump(by_alias=True),
+            self.add("kuberay.head", head.model_dump(by_alias=True),
                      f"at most {int(probe.allocatable_cpu - 1)} CPUs and "
                      f"{int(probe.allocatable_memory_gib - 2)} GiB on the head pool's "
                      f"{pool.machine_type} ({vcpus} vCPUs, {memory_gib:g} GiB); or choose a larger "
                      "cluster.headPool.machineType")
 
     # ---- job ----------------------------------------------------------------------------------
-    def _check_job(self) -> None:
-        j = self.job
-        if not re.match(r"^[a-z0-9][-a-z0-9_.]{0,62}$", j.experiment_name):
-            self.add("job.experimentName", j.experiment_name, "1-63 characters: lowercase "
-                     "letters, digits, '-', '_' and '.' (it names checkpoint directories)")
+    def _check_job(self, j: JobConfig) -> None:
         if (j.total_steps is None) == (j.total_epochs is None):
             self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "
                      "job.totalEpochs")

@@ -11,7 +11,7 @@ from components.config.models import (
     ClusterConfig, GcsStorage, GpuConfig, HeadPool, JobConfig, KubeRayConfig, LustreStorage,
     NetworkConfig, StorageConfig,
 )
-from components.config.patterns import _GKE_VERSION
+from components.config.patterns import _version_tuple
 
 # --------------------------------------------------------------------------------------------
 # The validated whole
@@ -142,8 +142,10 @@ class StackConfig:
 
     @property
     def kubernetes_minor(self) -> str:
-        major, minor = _GKE_VERSION.match(self.cluster.min_master_version).groups()[:2]
-        return f"{major}.{minor}"
+        version = _version_tuple(self.cluster.min_master_version)
+        if version is None:    # impossible: types.GkeVersion checked it
+            raise ValueError(f"not a GKE version: {self.cluster.min_master_version!r}")
+        return f"{version[0]}.{version[1]}"
 
     @property
     def names(self) -> "ResourceNames":

@@ -1,36 +1,61 @@
 """Single-field rules as pydantic types: a value is checked where its field is declared, and a
 bad one is reported by pydantic with the same words the hand-written rule used.
 
-A type here raises ``ConfigRuleError``; components/config/loader.py prints its message as it
-is. Only rules whose field nothing else reads are types: a bad value is dropped and the field
-defaulted (loader._parse_area), so a rule that other keys' checks depend on (CIDRs, which the
-overlap check reads; names the default bucket or derived names are built from; values inside a
-list or a nested object, whose siblings would be dropped with them) stays in rules.py, where a
-bad value does not hide the other problems.
+A rule here raises ``PydanticCustomError(RULE_ERROR, ...)``; components/config/loader.py prints
+its message as it is. A field that fails one is dropped from its area and the area parsed again
+(an optional field takes its default; a required one is kept as given, see ``accepts_as_given``),
+so the rules spanning several keys (components/config/rules.py) still run on every valid sibling
+and a user sees every problem at once. The rules that stay hand-written read more than one key
+(overlaps, counts per GPU type, Autopilot or Standard, version gates) or a value derived from one
+(the default bucket name, derived resource names).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import re
-from typing import Annotated, Callable
+from typing import Annotated, Any, Callable, Optional
 
-from pydantic import AfterValidator, WithJsonSchema
+from pydantic import AfterValidator, Field, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from components.config.patterns import _DNS1123_LABEL, _GKE_VERSION, _RFC1035
+from components.config.facts import FLEX_START_MAX_RUN_SECONDS, LUSTRE_TIERS
+from components.config.limits import load_config_limits
+from components.config.patterns import (
+    _BUCKET, _CPU_QUANTITY, _DNS1123_LABEL, _GKE_VERSION, _LUSTRE_FILESYSTEM, _PROJECT_ID, _QUANTITY,
+    _RFC1035, _RFC3339, _ZONE,
+)
+from components.config.timeformats import rfc3339, rrule_problem
+from components.versions import image_reference_problem
 
 # The error type of every rule here: its message is what the user sees, unchanged.
 RULE_ERROR = "gke_grpo_rule"
+# Validation context key (loader._parse_area): a rule accepts any value while the loader re-parses
+# an area whose required field failed a rule, so that its valid siblings are still checked.
+ACCEPT_AS_GIVEN = "accept_as_given"
 _HUB_REVISION = r"^[0-9a-f]{40}$"
 
 
-def _rule(accepts: Callable[[str], bool], allowed: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not accepts(value):
+def accepts_as_given(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get(ACCEPT_AS_GIVEN))
+
+
+def _why(problem: Callable[[Any], Optional[str]]) -> AfterValidator:
+    """A rule as a validator: ``problem(value)`` says what is allowed, or None when it is."""
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if accepts_as_given(info):
+            return value
+        allowed = problem(value)
+        if allowed is not None:
             # The message is a template for pydantic: a literal brace would be a placeholder.
             raise PydanticCustomError(RULE_ERROR, allowed.replace("{", "{{").replace("}", "}}"))
         return value
     return AfterValidator(check)
+
+
+def _rule(accepts: Callable[[Any], bool], allowed: str) -> AfterValidator:
+    return _why(lambda value: None if accepts(value) else allowed)
 
 
 def _schema(pattern: str, max_length: int | None = None) -> WithJsonSchema:
@@ -39,23 +64,218 @@ def _schema(pattern: str, max_length: int | None = None) -> WithJsonSchema:
     return WithJsonSchema(schema if max_length is None else {**schema, "maxLength": max_length})
 
 
-KubernetesNamespace = Annotated[str, _rule(
-    lambda v: bool(_DNS1123_LABEL.match(v)) and len(v) <= 63,
+def _name(pattern: re.Pattern, max_length: int, allowed: str) -> AfterValidator:
+    return _rule(lambda v: bool(pattern.match(v)) and len(v) <= max_length, allowed)
+
+
+# ---- names ----------------------------------------------------------------------------------
+
+KubernetesNamespace = Annotated[str, _name(
+    _DNS1123_LABEL, 63,
     "a Kubernetes namespace name: lowercase letters, digits and hyphens, at most 63 characters"),
     _schema(_DNS1123_LABEL.pattern, 63)]
 
-RayClusterName = Annotated[str, _rule(
-    lambda v: bool(_RFC1035.match(v)) and len(v) <= 40,
+RayClusterName = Annotated[str, _name(
+    _RFC1035, 40,
     "lowercase letters, digits and hyphens, starting with a letter, at most 40 characters "
     "(KubeRay derives service names from it)"), _schema(_RFC1035.pattern, 40)]
+
+# Every GCP name derives from it; that the derived names stay within 63 characters is a rule
+# (rules.py: ResourceNames builds them).
+ClusterName = Annotated[str, _name(
+    _RFC1035, 40, "1-40 characters: lowercase letters, digits and hyphens, starting with a letter "
+    "and not ending with a hyphen"), _schema(_RFC1035.pattern, 40)]
+
+# That the zone lies in gcp:region is a rule (rules.py).
+Zone = Annotated[str, _rule(lambda v: bool(_ZONE.match(v)), "a GCP zone such as us-central1-b"),
+                 _schema(_ZONE.pattern)]
+
+ProjectId = Annotated[str, _rule(lambda v: bool(_PROJECT_ID.match(v)), "a GCP project id"),
+                      _schema(_PROJECT_ID.pattern)]
+
+ReservationName = Annotated[str, _name(
+    _RFC1035, 63, "a reservation name: lowercase letters, digits and hyphens, at most 63 characters"),
+    _schema(_RFC1035.pattern, 63)]
+
+ReservationBlock = Annotated[str, _name(
+    _RFC1035, 63, "a reservation block name: lowercase letters, digits and hyphens, at most 63 "
+    "characters"), _schema(_RFC1035.pattern, 63)]
+
+MaintenanceExclusionName = Annotated[str, _name(
+    _RFC1035, 63, "lowercase letters, digits and hyphens, at most 63 characters"),
+    _schema(_RFC1035.pattern, 63)]
+
+LustreInstanceId = Annotated[str, _name(
+    _RFC1035, 63, "1-63 characters: lowercase letters, digits and hyphens, starting with a letter"),
+    _schema(_RFC1035.pattern, 63)]
+
+LustreFilesystem = Annotated[str, _rule(
+    lambda v: bool(_LUSTRE_FILESYSTEM.match(v)),
+    "1-8 letters or digits, starting with a letter (a Lustre fsname)"),
+    _schema(_LUSTRE_FILESYSTEM.pattern)]
+
+
+def bucket_name_problem(name: str) -> Optional[str]:
+    if _BUCKET.match(name) and not name.startswith("goog") and "google" not in name and ".." not in name:
+        return None
+    return BUCKET_NAME_RULE
+
+
+BUCKET_NAME_RULE = ("3-63 characters: lowercase letters, digits, hyphens, underscores and dots, "
+                    "starting and ending with a letter or digit, not starting with \"goog\" nor "
+                    "containing \"google\"")
+BucketName = Annotated[str, _why(bucket_name_problem), _schema(_BUCKET.pattern, 63)]
+
+_EXPERIMENT_NAME = re.compile(r"^[a-z0-9][-a-z0-9_.]{0,62}$")
+ExperimentName = Annotated[str, _rule(
+    lambda v: bool(_EXPERIMENT_NAME.match(v)), "1-63 characters: lowercase letters, digits, '-', "
+    "'_' and '.' (it names checkpoint directories)"), _schema(_EXPERIMENT_NAME.pattern)]
+
+# Hugging Face repo ids: huggingface_hub's validate_repo_id (huggingface_hub/utils/_validators.py,
+# 1.33.0 as installed, read 2026-12-01): "[\w\-.]+" names, at most one "/", no "--" or "..",
+# not starting or ending with "-" or ".", at most 96 characters. We also require the org: the
+# model is staged under /data/models/<org>/<name> (jobs/layout.py).
+_HF_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?"
+_HF_REPO_ID = re.compile(rf"^{_HF_NAME}/{_HF_NAME}$")
+HF_REPO_ID_MAX = 96
+HubModelId = Annotated[str, _rule(
+    lambda v: len(v) <= HF_REPO_ID_MAX and bool(_HF_REPO_ID.match(v)) and "--" not in v
+    and ".." not in v and not v.endswith(".git"),
+    "a Hugging Face model id <org>/<name> (letters, digits, '-', '_' and '.'; no '..', '--' or "
+    ".git; at most 96 characters), such as Qwen/Qwen2.5-7B-Instruct"),
+    _schema(_HF_REPO_ID.pattern, HF_REPO_ID_MAX)]
 
 HubRevision = Annotated[str, _rule(
     lambda v: bool(re.match(_HUB_REVISION, v)),
     "a Hugging Face Hub commit sha: 40 lower-case hex characters (the model or dataset page, "
     "'Files and versions', History)"), _schema(_HUB_REVISION)]
 
+# ---- versions and images ----------------------------------------------------------------------
+
 # The minimum minor (data/gke-version-gates.yaml) stays a rule: the other version gates report
 # on the same key and would be hidden by it.
 GkeVersion = Annotated[str, _rule(
     lambda v: bool(_GKE_VERSION.match(v)),
     'a GKE version or prefix such as "1.33" or "1.33.5-gke.1308000"'), _schema(_GKE_VERSION.pattern)]
+
+_CHART_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+# Which versions are supported and vendored is a rule (rules.py reads data/kuberay-crds/).
+HelmChartVersion = Annotated[str, _rule(
+    lambda v: bool(_CHART_VERSION.match(v)), 'an exact chart version such as "1.7.0"'),
+    _schema(_CHART_VERSION.pattern)]
+
+
+def _image_problem(image: str) -> Optional[str]:
+    problem = image_reference_problem(image)
+    return None if problem is None else f"a pinned image: it {problem}"
+
+
+# That the image is a row of data/versions.yaml for job.framework is a rule (rules.py).
+PinnedImage = Annotated[str, _why(_image_problem)]
+
+# ---- times ------------------------------------------------------------------------------------
+
+
+def _written_as_utc(example: str) -> AfterValidator:
+    return _rule(lambda v: bool(_RFC3339.match(v)), f"an RFC 3339 UTC time such as {example}")
+
+
+_REAL_TIME = _rule(lambda v: rfc3339(v) is not None,
+                   "a real RFC 3339 time (month 01-12, a day of that month, hour 00-23)")
+# RFC 3339 UTC times as GKE's maintenance policy takes them, and real ones (no month 13); the
+# examples are the ones each message has always given.
+WindowTime = Annotated[str, _written_as_utc("2025-01-04T02:00:00Z"), _REAL_TIME, _schema(_RFC3339.pattern)]
+ExclusionTime = Annotated[str, _written_as_utc("2026-12-01T00:00:00Z"), _REAL_TIME, _schema(_RFC3339.pattern)]
+
+
+def _recurrence_problem(rule: str) -> Optional[str]:
+    example = "an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU"
+    if not rule.startswith("FREQ="):
+        return example
+    problem = rrule_problem(rule)
+    return None if problem is None else f"{example} ({problem})"
+
+
+Recurrence = Annotated[str, _why(_recurrence_problem)]
+
+# ---- addresses ------------------------------------------------------------------------------
+
+
+def _ipv4_network(value: str, example: str) -> tuple[Optional[ipaddress.IPv4Network], Optional[str]]:
+    try:
+        return ipaddress.IPv4Network(value, strict=True), None
+    except ValueError as err:
+        return None, f"an IPv4 CIDR such as {example} ({err})"
+
+
+def _subnet_problem(value: str) -> Optional[str]:
+    net, problem = _ipv4_network(value, "10.0.0.0/20")
+    if net is None:
+        return problem
+    if not net.is_private:
+        return "a private (RFC 1918) range"
+    if net.prefixlen > 29:
+        return "a prefix of /29 or larger: GCP subnets need at least 8 addresses"
+    return None
+
+
+def _lustre_peering_problem(value: str) -> Optional[str]:
+    if not 8 <= ipaddress.IPv4Network(value).prefixlen <= 24:
+        return ("a prefix between /8 and /24 (private service access gives each Lustre instance "
+                "a /24)")
+    return None
+
+
+def _authorized_problem(value: str) -> Optional[str]:
+    net, problem = _ipv4_network(value, "203.0.113.0/24")
+    if net is None:
+        return problem
+    if net.prefixlen == 0:
+        return "a range narrower than 0.0.0.0/0: that would open the control plane to the whole internet"
+    return None
+
+
+# Overlaps between the ranges, and the count of RDMA subnets per GPU type, are rules (rules.py).
+SubnetCidr = Annotated[str, _why(_subnet_problem)]
+LustrePeeringCidr = Annotated[str, _why(_subnet_problem), _why(_lustre_peering_problem)]
+AuthorizedCidr = Annotated[str, _why(_authorized_problem)]
+
+# ---- quantities and numbers -------------------------------------------------------------------
+
+CpuQuantity = Annotated[str, _rule(lambda v: bool(_CPU_QUANTITY.match(v)),
+                                   'a Kubernetes quantity such as "8" or "500m"'),
+                        _schema(_CPU_QUANTITY.pattern)]
+# Zero on Autopilot, and the ephemeral storage against the file cache, are rules (rules.py).
+Quantity = Annotated[str, _rule(lambda v: bool(_QUANTITY.match(v)),
+                                'a Kubernetes quantity such as "32Gi"'), _schema(_QUANTITY.pattern)]
+
+FiniteFloat = Annotated[float, _rule(math.isfinite, "a finite number (not .inf or .nan)")]
+
+SoftDeleteRetentionDays = Annotated[int, _rule(
+    lambda v: v == 0 or 7 <= v <= 90, "0 (soft delete off) or 7-90 days (Cloud Storage's allowed range)")]
+
+MetadataCacheTtlSeconds = Annotated[int, Field(ge=-1), _rule(
+    lambda v: v != 0, "a positive TTL or -1 (never expire): 0 turns gcsfuse's metadata cache off "
+    "(a defect of the tutorial)")]
+
+# Bounds pydantic knows go inside the type, before the rule: the JSON schema then shows them.
+FlexStartRunSeconds = Annotated[int, Field(ge=600), _rule(
+    lambda v: v <= FLEX_START_MAX_RUN_SECONDS,
+    f"at most {FLEX_START_MAX_RUN_SECONDS} (7 days, flex-start's limit)")]
+
+LustreThroughputTier = Annotated[int, _rule(
+    lambda v: v in LUSTRE_TIERS,
+    "one of " + ", ".join(str(t) for t in LUSTRE_TIERS) + " (MB/s per TiB)")]
+
+
+def _active_deadline_problem(value: int) -> Optional[str]:
+    maximum = load_config_limits().active_deadline_seconds_max
+    return None if value <= maximum else f"at most {maximum:,} (the RayJob field is an int32)"
+
+
+ActiveDeadlineSeconds = Annotated[int, _why(_active_deadline_problem)]
+
+# Replaced by network.lustrePeeringCidr: refused whatever its value.
+RetiredPeeringPrefixLength = Annotated[int, _rule(lambda v: False,
+                               "not used any more: the private-services range is network.lustrePeeringCidr "
+                               '(for example "10.96.0.0/20"), checked disjoint from every other range')]

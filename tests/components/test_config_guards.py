@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from components.config import ConfigError, load_stack_config
-from components.config.guards import rfc3339, rrule_problem
+from components.config.timeformats import rfc3339, rrule_problem
 from components.config.limits import load_config_limits
 from tests.conftest import stack_config
 

@@ -63,7 +63,7 @@ def test_autopilot_has_no_pool_only_placement():
 
 @pytest.mark.parametrize("reservation,expected", [
     ({"name": "r"}, "r"),
-    ({"name": "r", "project": "owner"}, "projects/owner/reservations/r"),
+    ({"name": "r", "project": "owner-project"}, "projects/owner-project/reservations/r"),
     ({"name": "r", "block": "b1"}, "projects/p-1/reservations/r/reservationBlocks/b1"),
 ])
 def test_reservation_value(reservation, expected):

@@ -46,7 +46,7 @@ def test_off_is_allowed_and_warned_about():
     ({"mode": "sometimes"}, "job.healthGate.mode", "'enforce', 'warn' or 'off'"),
     ({"messageSizesMib": [0, 1024]}, "job.healthGate.messageSizesMib", "1 to 16384 MiB"),
     ({"messageSizesMib": []}, "job.healthGate.messageSizesMib", "at least one"),
-    ({"collectives": ["broadcast"]}, "job.healthGate.collectives.0", "all_gather"),
+    ({"collectives": ["broadcast"]}, "job.healthGate.collectives[0]", "all_gather"),
     ({"collectives": []}, "job.healthGate.collectives", "at least one"),
     ({"publishedFraction": 1.5}, "job.healthGate.publishedFraction", "less than or equal to 1"),
     ({"minBusBandwidthGbps": 0}, "job.healthGate.minBusBandwidthGbps", "greater than 0"),
