@@ -9,12 +9,15 @@ The package, by area:
 
 - ``facts``: sourced facts (machine shapes, Lustre tiers, GKE version gates), read from data/;
 - ``patterns``: name patterns, Kubernetes quantities, GKE version comparison;
-- ``models``: the pydantic model of each ``gke-grpo:<area>`` (shape and single-field rules);
+- ``types``: the single-field rules as pydantic types (names, CIDRs, ranges, patterns, times),
+  each with the message a user sees; ``timeformats``: RFC 3339 times and RFC 5545 RRULEs;
+- ``models``: the pydantic model of each ``gke-grpo:<area>``, its fields annotated with those types;
 - ``keys``: the areas, secrets and scalar keys of a stack config;
 - ``rules``: the rules that span several keys, in one place, with ``guards`` (values no API
   accepts, ceilings of ``limits``: data/config-limits.yaml);
 - ``stack``: ``StackConfig`` (derived values, one place each) and ``ResourceNames``;
-- ``loader``: ``load_stack_config`` (every problem at once) and ``read_pulumi_config``;
+- ``loader``: ``load_stack_config`` (every problem at once; a refused value is dropped so the
+  rules still run on its valid siblings) and ``read_pulumi_config``;
 - ``sidecar``: the gcsfuse sidecar's limits, which the rules and components/storage.py share.
 
 Every name other code imports from ``components.config`` is re-exported here.

@@ -1,9 +1,9 @@
-"""Config rules against values no API would accept (issue 14) that read more than one key: the
-GPU node counts against GKE's ceiling (data/config-limits.yaml), gcsfuse's file cache against the
-GPU machine's local SSD, and the head pool's machine against the real predefined shapes.
+"""Config rules against values no API would accept (issue 14) that read more than one key:
+gcsfuse's file cache against the GPU machine's local SSD, and the head pool's machine against the
+real predefined shapes (data/config-limits.yaml).
 
 The single-field guards of issue 14 (finite numbers, model ids, the RayJob deadline's int32
-ceiling, maintenance times and RRULEs that really parse) are pydantic types now
+ceiling, GKE's node ceiling, maintenance times and RRULEs that really parse) are pydantic types
 (components/config/types.py, with components/config/timeformats.py).
 
 ``check_guards(rules)`` runs on components/config/rules.py's ``_Rules`` (the areas that parsed) and
@@ -34,20 +34,8 @@ class _Rules(Protocol):
 
 def check_guards(rules: "_Rules") -> None:
     limits = load_config_limits()
-    _check_gpu(rules, limits)
     _check_gcs_cache(rules)
     _check_head_machine(rules, limits)
-
-
-def _check_gpu(rules: "_Rules", limits) -> None:
-    g = rules.gpu
-    if g is None:
-        return
-    ceiling = limits.gpu_nodes_max
-    for key, value in (("nodes", g.nodes), ("maxNodes", g.max_nodes), ("minNodes", g.min_nodes)):
-        if value is not None and value > ceiling:
-            rules.add(f"gpu.{key}", value, f"at most {ceiling:,}: GKE's limit of nodes per node "
-                      "pool zone (data/config-limits.yaml)")
 
 
 def _check_gcs_cache(rules: "_Rules") -> None:

@@ -10,7 +10,7 @@ from pydantic.alias_generators import to_camel
 from components.config.facts import DEFAULT_GKE_MINOR
 from components.config.types import (
     ActiveDeadlineSeconds, AuthorizedCidr, BucketName, ClusterName, CpuQuantity, ExperimentName,
-    FiniteFloat, FlexStartRunSeconds, GkeVersion, HelmChartVersion, HubModelId, HubRevision,
+    FiniteFloat, FlexStartRunSeconds, GkeVersion, GpuNodes, MaxGpuNodes, MinGpuNodes, HelmChartVersion, HubModelId, HubRevision,
     KubernetesNamespace, LustreFilesystem, LustreInstanceId, LustrePeeringCidr, LustreThroughputTier,
     MaintenanceExclusionName, MetadataCacheTtlSeconds, PinnedImage, ProjectId, Quantity, RayClusterName,
     Recurrence, ReservationBlock, ReservationName, RetiredPeeringPrefixLength, SoftDeleteRetentionDays,
@@ -142,22 +142,19 @@ class GpuConfig(_Area):
     # Checked by _check_gpu rather than typed as an enumeration, so "on-demand" gets a
     # message that explains why these machines cannot have it.
     provisioning_model: str = Field(description="`reservation`, `spot` or `flex-start`")
-    # Range checked in _check_gpu, so a bad count does not hide the other GPU rules.
-    nodes: int = Field(description="GPU nodes the run uses (≥ 1): the one owner of the node count")
+    nodes: GpuNodes = Field(description="GPU nodes the run uses (≥ 1): the one owner of the node count")
     machine_type: Optional[str] = Field(
         None,
         description="Standard only; must match the GPU",
         json_schema_extra={"defaultText": "derived from `type`"},
     )
-    min_nodes: Optional[int] = Field(
+    min_nodes: Optional[MinGpuNodes] = Field(
         None,
-        ge=0,
         description="Standard only; ≤ `nodes`; 0 with flex-start",
         json_schema_extra={"defaultText": "0"},
     )
-    max_nodes: Optional[int] = Field(
+    max_nodes: Optional[MaxGpuNodes] = Field(
         None,
-        ge=1,
         description="Standard only; ≥ `nodes`",
         json_schema_extra={"defaultText": "`nodes`"},
     )

@@ -191,16 +191,14 @@ class _Rules:
                 if value is not None:
                     self.add(f"gpu.{key}", value, f"not allowed on Autopilot: {what} is a node "
                              "pool setting and Autopilot manages nodes itself (remove the key)")
-        if g.nodes < 1:
-            self.add("gpu.nodes", g.nodes, "at least 1: the number of GPU nodes the run uses")
         if not autopilot:
             min_nodes = 0 if g.min_nodes is None else g.min_nodes
             max_nodes = g.nodes if g.max_nodes is None else g.max_nodes
             if min_nodes > g.nodes:
-                self.add("gpu.minNodes", min_nodes, f"at most gpu.nodes ({g.nodes})")
+                self.add("gpu.minNodes", min_nodes, f"at most gpu.nodes ({g.nodes})", reads=("gpu.nodes",))
             if max_nodes < g.nodes:
                 self.add("gpu.maxNodes", max_nodes, f"at least gpu.nodes ({g.nodes}): the run "
-                         "needs that many nodes at once")
+                         "needs that many nodes at once", reads=("gpu.nodes",))
             # Compact placement with flex-start is allowed: Cluster Toolkit's gke-node-pool
             # precondition supports it on A3 Ultra, A4 and H4D (modules/compute/gke-node-pool/
             # main.tf @104708037, 2026-06-25), the only machines this program deploys.

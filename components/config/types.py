@@ -268,6 +268,20 @@ LustreThroughputTier = Annotated[int, _rule(
     "one of " + ", ".join(str(t) for t in LUSTRE_TIERS) + " (MB/s per TiB)")]
 
 
+def _node_ceiling_problem(value: int) -> Optional[str]:
+    ceiling = load_config_limits().gpu_nodes_max
+    return None if value <= ceiling else (f"at most {ceiling:,}: GKE's limit of nodes per node pool "
+                                          "zone (data/config-limits.yaml)")
+
+
+# Required: a count below 1 is kept as given while its siblings are checked, so the rules that
+# compare minNodes and maxNodes with it name gpu.nodes among what they read.
+GpuNodes = Annotated[int, _rule(lambda v: v >= 1, "at least 1: the number of GPU nodes the run uses"),
+                     _why(_node_ceiling_problem)]
+MinGpuNodes = Annotated[int, Field(ge=0), _why(_node_ceiling_problem)]
+MaxGpuNodes = Annotated[int, Field(ge=1), _why(_node_ceiling_problem)]
+
+
 def _active_deadline_problem(value: int) -> Optional[str]:
     maximum = load_config_limits().active_deadline_seconds_max
     return None if value <= maximum else f"at most {maximum:,} (the RayJob field is an int32)"
