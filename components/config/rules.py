@@ -7,10 +7,9 @@ import re
 from typing import Any, Optional, TypeVar
 
 from components.config.facts import (
-    FLEX_START_MIN_GKE_VERSION, KUBERAY_CRD_DIR,
-    LUSTRE_CSI_MIN_GKE_VERSION, LUSTRE_MODERN_PORT_MIN_GKE_VERSION, LUSTRE_TIERS, MACHINE_SHAPES,
+    FLEX_START_MIN_GKE_VERSION, LUSTRE_CSI_MIN_GKE_VERSION, LUSTRE_MODERN_PORT_MIN_GKE_VERSION, LUSTRE_TIERS, MACHINE_SHAPES,
     MINIMUM_GKE_MINOR,
-    PROVISIONING_MODELS, SUPPORTED_KUBERAY_CHARTS, MachineShape, predefined_machine,
+    PROVISIONING_MODELS, MachineShape, predefined_machine,
 )
 from components.config.models import (
     ClusterConfig, GcsStorage, GpuConfig, HeadPool, JobConfig, KubeRayConfig, LustreStorage,
@@ -302,26 +301,6 @@ class _Rules:
         self._check_image(k)
         self._check_worker(k)
         self._check_head(k)
-        self._check_chart_version(k)
-
-    def _check_chart_version(self, k: KubeRayConfig) -> None:
-        # Its form (an exact x.y.z) is checked by its type; here: the supported and vendored ones.
-        version = k.helm_chart_version
-        if version is None:
-            return
-        parts = tuple(int(p) for p in version.split("."))
-        if not SUPPORTED_KUBERAY_CHARTS[0] <= parts < SUPPORTED_KUBERAY_CHARTS[1]:
-            self.add("kuberay.helmChartVersion", version, "a kuberay-operator 1.6.x or 1.7.x chart: the "
-                     "program installs RayCronJob's CRD (1.6.0+) and its RayCluster/RayJob are "
-                     "validated against the 1.7.0 CRD schemas")
-            return
-        from components.kuberay_crds import vendored_chart_versions
-        vendored = vendored_chart_versions()
-        if version not in vendored:
-            self.add("kuberay.helmChartVersion", version, "a chart version whose CRDs are vendored "
-                     f"under {KUBERAY_CRD_DIR}/ (" + ", ".join(vendored) + "): the CRDs are applied "
-                     "from the repository, never fetched at `pulumi up`; vendor "
-                     "helm-chart/kuberay-operator/crds/*.yaml of that tag first")
 
     def _check_image(self, k: KubeRayConfig) -> None:
         from components.versions import load_versions

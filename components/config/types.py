@@ -20,13 +20,16 @@ from typing import Annotated, Any, Callable, Optional
 from pydantic import AfterValidator, Field, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from components.config.facts import FLEX_START_MAX_RUN_SECONDS, LUSTRE_TIERS
+from components.config.facts import (
+    FLEX_START_MAX_RUN_SECONDS, KUBERAY_CRD_DIR, LUSTRE_TIERS, SUPPORTED_KUBERAY_CHARTS,
+)
 from components.config.limits import load_config_limits
 from components.config.patterns import (
     _BUCKET, _CPU_QUANTITY, _DNS1123_LABEL, _GKE_VERSION, _LUSTRE_FILESYSTEM, _PROJECT_ID, _QUANTITY,
     _RFC1035, _RFC3339, _ZONE,
 )
 from components.config.timeformats import rfc3339, rrule_problem
+from components.kuberay_crds import vendored_chart_versions
 from components.versions import image_reference_problem
 
 # The error type of every rule here: its message is what the user sees, unchanged.
@@ -159,10 +162,25 @@ GkeVersion = Annotated[str, _rule(
     'a GKE version or prefix such as "1.33" or "1.33.5-gke.1308000"'), _schema(_GKE_VERSION.pattern)]
 
 _CHART_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-# Which versions are supported and vendored is a rule (rules.py reads data/kuberay-crds/).
+
+
+def _chart_version_problem(version: str) -> Optional[str]:
+    parts = tuple(int(p) for p in version.split("."))
+    if not SUPPORTED_KUBERAY_CHARTS[0] <= parts < SUPPORTED_KUBERAY_CHARTS[1]:
+        return ("a kuberay-operator 1.6.x or 1.7.x chart: the program installs RayCronJob's CRD "
+                "(1.6.0+) and its RayCluster/RayJob are validated against the 1.7.0 CRD schemas")
+    vendored = vendored_chart_versions()
+    if version not in vendored:
+        return (f"a chart version whose CRDs are vendored under {KUBERAY_CRD_DIR}/ ("
+                + ", ".join(vendored) + "): the CRDs are applied from the repository, never "
+                "fetched at `pulumi up`; vendor helm-chart/kuberay-operator/crds/*.yaml of that tag first")
+    return None
+
+
+# An exact version, then one this program supports and whose CRDs are in the repository.
 HelmChartVersion = Annotated[str, _rule(
     lambda v: bool(_CHART_VERSION.match(v)), 'an exact chart version such as "1.7.0"'),
-    _schema(_CHART_VERSION.pattern)]
+    _why(_chart_version_problem), _schema(_CHART_VERSION.pattern)]
 
 
 def _image_problem(image: str) -> Optional[str]:

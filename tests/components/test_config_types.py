@@ -33,6 +33,8 @@ REFUSED = [
     (t.HubRevision, "main", "a Hugging Face Hub commit sha", "a" * 40),
     (t.GkeVersion, "v1.33", "a GKE version or prefix", "1.33.5-gke.1308000"),
     (t.HelmChartVersion, "1.7", 'an exact chart version such as "1.7.0"', "1.7.0"),
+    (t.HelmChartVersion, "1.5.1", "a kuberay-operator 1.6.x or 1.7.x chart", "1.7.0"),
+    (t.HelmChartVersion, "1.6.0", "a chart version whose CRDs are vendored under data/kuberay-crds/", "1.7.0"),
     (t.PinnedImage, "rayproject/ray:latest", "a pinned image: it uses the floating tag 'latest'",
      "rayproject/ray:2.54.0"),
     (t.PinnedImage, "rayproject/ray", "a pinned image: it has no tag", "rayproject/ray@sha256:" + "0" * 64),
