@@ -13,8 +13,8 @@ The package, by area:
   each with the message a user sees; ``timeformats``: RFC 3339 times and RFC 5545 RRULEs;
 - ``models``: the pydantic model of each ``gke-grpo:<area>``, its fields annotated with those types;
 - ``keys``: the areas, secrets and scalar keys of a stack config;
-- ``rules``: the rules that span several keys, in one place, with ``guards`` (values no API
-  accepts, ceilings of ``limits``: data/config-limits.yaml);
+- ``rules``: the rules that span several keys, in one place (ceilings come from ``limits``:
+  data/config-limits.yaml);
 - ``stack``: ``StackConfig`` (derived values, one place each) and ``ResourceNames``;
 - ``loader``: ``load_stack_config`` (every problem at once; a refused value is dropped so the
   rules still run on its valid siblings) and ``read_pulumi_config``;

@@ -1,6 +1,6 @@
 """Ceilings of the stack config (data/config-limits.yaml): the largest RayJob deadline the API
 accepts, the GKE node ceiling of a node pool, and the real predefined shapes of the head pool's
-machine. One small typed loader; components/config/guards.py applies the rules."""
+machine. One small typed loader; components/config/types.py and rules.py apply them."""
 
 from __future__ import annotations
 

@@ -1,8 +1,13 @@
-"""Rules spanning several keys of the stack config, in one place."""
+"""Rules spanning several keys of the stack config, in one place: overlaps, counts per GPU type,
+Autopilot or Standard, version gates, derived names, and the values no API accepts that depend on
+another key (issue 14: gcsfuse's file cache against the GPU machine's local SSD, the head pool's
+machine against the real shapes of data/config-limits.yaml). A rule about one value alone is a type
+(components/config/types.py)."""
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from typing import Any, Optional, TypeVar
 
@@ -16,6 +21,7 @@ from components.config.models import (
     NetworkConfig, StorageConfig, _Area,
 )
 from components.config.patterns import _GKE_VERSION, _ZONE, _version_tuple, quantity_bytes, version_at_least
+from components.config.limits import load_config_limits
 from components.config.problems import PROJECT, Problem, _lookup
 from components.config.timeformats import rfc3339
 from components.config.types import BUCKET_NAME_RULE, bucket_name_problem
@@ -64,8 +70,6 @@ class _Rules:
             self._check_kuberay(self.kuberay)
         if self.job:
             self._check_job(self.job)
-        from components.config.guards import check_guards   # values no API accepts (issue 14)
-        check_guards(self)
 
     # ---- cluster --------------------------------------------------------------------------
     def _check_cluster(self, c: ClusterConfig) -> None:
@@ -100,11 +104,20 @@ class _Rules:
             self.add("cluster.headPool", c.head_pool.model_dump(by_alias=True, exclude_unset=True),
                      "not allowed on Autopilot: Autopilot has no node pools; the Ray head runs on "
                      "Autopilot's default on-demand (non-Spot) capacity")
+        if c.head_pool is not None and c.mode == "standard":
+            self._check_head_machine_is_real(c.head_pool.machine_type)
         if c.head_pool is not None and c.head_pool.min_nodes > c.head_pool.max_nodes:
             self.add("cluster.headPool.minNodes", c.head_pool.min_nodes,
                      f"at most headPool.maxNodes ({c.head_pool.max_nodes})",
                      reads=("cluster.headPool.maxNodes",))
         self._check_control_plane_access(c)
+
+    def _check_head_machine_is_real(self, machine: str) -> None:
+        limits = load_config_limits()
+        # An unreadable name is reported by _check_head; here: a readable one that is no shape.
+        if predefined_machine(machine) is not None and not limits.head_machine_known(machine):
+            self.add("cluster.headPool.machineType", machine, "a real predefined machine type: "
+                     + limits.head_machine_choices(machine) + " (data/config-limits.yaml)")
 
     def _check_control_plane_access(self, c: ClusterConfig) -> None:
         """The control plane is never open to the internet by default: the DNS-based endpoint
@@ -251,6 +264,8 @@ class _Rules:
                          f"the default bucket name {name!r} (<cluster name>-<project>) is invalid; "
                          f"set {PROJECT}:storage.gcs.bucketName or shorten the cluster name. A bucket "
                          f"name is {BUCKET_NAME_RULE}", reads=("storage.gcs.bucketName",))
+        if self.gpu is not None:
+            self._check_file_cache_fits_local_ssd(gcs, MACHINE_SHAPES[self.gpu.type])
         autopilot = self.cluster is not None and self.cluster.mode == "autopilot"
         for field, value in (("sidecarCpuLimit", gcs.sidecar_cpu_limit),
                              ("sidecarMemoryLimit", gcs.sidecar_memory_limit),
@@ -268,6 +283,19 @@ class _Rules:
                          f"({gcs.file_cache_size_gib}Gi, storage.gcs.fileCacheSizeGib): the "
                          "cache lives in the sidecar's ephemeral storage",
                          reads=("storage.gcs.fileCacheSizeGib",))
+
+    def _check_file_cache_fits_local_ssd(self, gcs: GcsStorage, shape: MachineShape) -> None:
+        from components.config.sidecar import EPHEMERAL_HEADROOM_FRACTION, EPHEMERAL_HEADROOM_MIN_GIB
+
+        cache = gcs.file_cache_size_gib
+        headroom = max(EPHEMERAL_HEADROOM_MIN_GIB, math.ceil(cache * EPHEMERAL_HEADROOM_FRACTION))
+        if cache > 0 and cache + headroom > shape.local_ssd_gib:
+            most = int((shape.local_ssd_gib - EPHEMERAL_HEADROOM_MIN_GIB) / (1 + EPHEMERAL_HEADROOM_FRACTION))
+            self.add("storage.gcs.fileCacheSizeGib", cache,
+                     f"at most {most:,} GiB: the cache (plus its {EPHEMERAL_HEADROOM_FRACTION:.0%} "
+                     f"headroom) lives in the sidecar's ephemeral storage, the "
+                     f"{shape.local_ssd_gib:,} GiB of local SSD of {shape.machine_type}",
+                     reads=("gpu.type",))
 
     def _check_lustre(self, lustre: "LustreStorage") -> None:
         # The tier, the fsname and the instance id are checked by their types (types.py).

@@ -1,5 +1,5 @@
 """RFC 3339 times and RFC 5545 recurrence rules, as GKE's maintenance policy takes them: pure
-functions, used by the config's types (components/config/types.py) and guards."""
+functions, used by the config's types (components/config/types.py) and rules."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Values no API accepts are refused up front, naming the key (components/config/guards.py,
-data/config-limits.yaml), and the RRULE / RFC 3339 parsers on their own."""
+"""Values no API accepts are refused up front, naming the key (issue 14: the types of
+components/config/types.py and the rules of rules.py, with data/config-limits.yaml), and the
+RRULE / RFC 3339 parsers of components/config/timeformats.py on their own."""
 
 from __future__ import annotations
 
