@@ -9,31 +9,15 @@ the job code reads it on the Ray head too; components/versions.py re-exports it 
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import yaml
 
+from jobs.image_refs import image_reference_problem  # noqa: F401 (re-exported: components/versions.py)
+
 VERSIONS_FILE = Path(__file__).resolve().parent.parent / "data" / "versions.yaml"
-
-# Tags that move: an image pinned to one of these is not reproducible.
-_FLOATING_TAGS = re.compile(r"^(latest|nightly|stable|main|master|dev|edge|.*[.-]latest)$")
-
-
-def image_reference_problem(reference: str) -> Optional[str]:
-    """Why an image reference is not a pin, or None when it is one (a non-floating tag or a
-    digest)."""
-    if "@sha256:" in reference:
-        return None
-    name, _, tag = reference.rpartition(":")
-    if not name or "/" in tag:
-        return "has no tag: pin a version tag or a digest"
-    if _FLOATING_TAGS.match(tag):
-        return f"uses the floating tag {tag!r}: pin a version tag or a digest"
-    return None
-
 
 @dataclass(frozen=True)
 class ImageRow:

@@ -14,9 +14,8 @@ Sequence interfaces. A thin adapter (`sdk_validate`) turns a check into the call
 
 This module runs in the policy pack's own virtualenv (policy/venv: pulumi, pulumi-policy),
 which has none of the program's dependencies: it imports nothing from the program. The
-credential rule is the program's jobs/credentials.py (standard library only), loaded by path so
-that there is one rule. The floating-tag test is a copy of its twin in jobs/versions.py
-(`_FLOATING_TAGS`, `image_reference_problem`); keep the two in step.
+credential rule (jobs/credentials.py) and the pinned-image rule (jobs/image_refs.py) are the
+program's own, both standard library only, loaded by path so that each is one rule.
 
 The rules:
  1. gpu-provisioning-model: GPU capacity names exactly one provisioning model (a specific
@@ -50,6 +49,31 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
 )
+
+
+# The credential and pinned-image rules are the program's own (jobs/credentials.py,
+# jobs/image_refs.py), loaded by path: this pack runs in its own virtualenv and imports nothing of
+# the program, but names, values and tags must be judged exactly as the preview, preflight and the
+# jobs CLI judge them (one rule, one module).
+_JOBS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs")
+
+
+def _load_program_module(file_name: str):
+    import importlib.util
+
+    path = os.path.join(_JOBS_DIR, file_name)
+    spec = importlib.util.spec_from_file_location(f"gke_grpo_{file_name[:-3]}", path)
+    if spec is None or spec.loader is None or not os.path.isfile(path):
+        raise ImportError(f"the rule {path} is missing: the policy pack runs from a checkout of "
+                          "the gke-grpo repository")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+credentials = _load_program_module("credentials.py")
+image_refs = _load_program_module("image_refs.py")
+
 
 Check = Callable[[str, Mapping, str, str, bool, str], list]
 
@@ -364,24 +388,6 @@ def check_no_privileged_workloads(resource_type: str, props: Mapping, urn: str, 
 # 4. No floating image tags
 # ------------------------------------------------------------------------------------------
 
-# Twin of jobs/versions.py `_FLOATING_TAGS` / `image_reference_problem` (the policy pack
-# cannot import the program): tags that move, so an image pinned to one is not reproducible.
-_FLOATING_TAGS = re.compile(r"^(latest|nightly|stable|main|master|dev|edge|.*[.-]latest)$")
-
-
-def image_reference_problem(reference: str) -> Optional[str]:
-    """Why an image reference is not a pin, or None when it is one (a non-floating tag or a
-    digest)."""
-    if "@sha256:" in reference:
-        return None
-    name, _, tag = reference.rpartition(":")
-    if not name or "/" in tag:
-        return "has no tag: pin a version tag or a digest"
-    if _FLOATING_TAGS.match(tag):
-        return f"uses the floating tag {tag!r}: pin a version tag or a digest"
-    return None
-
-
 def _helm_image_problems(values: Any, path: str) -> Iterator[str]:
     """Images in Helm values: `image: {repository, tag[, digest]}` or `image: "ref"`, at any
     depth (sub-charts nest them)."""
@@ -392,10 +398,10 @@ def _helm_image_problems(values: Any, path: str) -> Iterator[str]:
                 tag = value.get("tag")
                 if value.get("digest") or tag in (None, ""):
                     pass  # a digest, or the chart's own appVersion (pinned by the chart version)
-                elif _FLOATING_TAGS.match(str(tag)):
+                elif image_refs.FLOATING_TAGS.match(str(tag)):
                     yield f"{here}.tag is the floating tag {str(tag)!r}: pin a version tag or a digest"
             elif key == "image" and isinstance(value, str) and value:
-                problem = image_reference_problem(value)
+                problem = image_refs.image_reference_problem(value)
                 if problem:
                     yield f"{here} {value!r} {problem}"
             yield from _helm_image_problems(value, here)
@@ -414,7 +420,7 @@ def check_no_floating_image_tags(resource_type: str, props: Mapping, urn: str, n
             label = _container_label(path, field, i, container)
             if not isinstance(image, str) or not image:
                 continue  # required by Kubernetes; absent only from a patch
-            problem = image_reference_problem(image)
+            problem = image_refs.image_reference_problem(image)
             if problem:
                 problems.append(f"{what}: {label} image {image!r} {problem}")
     group, _ = _k8s_kind(resource_type)
@@ -444,26 +450,6 @@ def check_prod_data_stores_protected(resource_type: str, props: Mapping, urn: st
 # 6. No plain-text secrets
 # ------------------------------------------------------------------------------------------
 
-# The credential rule is the program's own, jobs/credentials.py, loaded by path: this pack runs
-# in its own virtualenv and imports nothing of the program, but names and values must be judged
-# exactly as the preview, preflight and the jobs CLI judge them (one rule, one module).
-_CREDENTIALS_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                 "jobs", "credentials.py")
-
-
-def _load_credentials():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gke_grpo_credentials", _CREDENTIALS_FILE)
-    if spec is None or spec.loader is None or not os.path.isfile(_CREDENTIALS_FILE):
-        raise ImportError(f"the credential rule {_CREDENTIALS_FILE} is missing: the policy pack "
-                          "runs from a checkout of the gke-grpo repository")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-credentials = _load_credentials()
 # NAME=value in a shell command line (a RayJob entrypoint).
 _ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 

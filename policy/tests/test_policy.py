@@ -8,6 +8,7 @@ the mandatory level, and only that rule fires.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -478,7 +479,10 @@ def test_credential_names(name, expected):
     assert rules.credential_name(name) is expected
 
 
-def test_floating_tag_regex_is_the_twin_of_the_programs():
-    """rules._FLOATING_TAGS copies jobs/versions.py's: they must not drift apart."""
-    text = (ROOT / "jobs" / "versions.py").read_text()   # issue 15: the reader moved to jobs/
-    assert rules._FLOATING_TAGS.pattern in text
+def test_the_pinned_image_rule_is_the_programs_own_module():
+    """The pack loads jobs/image_refs.py by path (one rule, no twin to keep in step)."""
+    assert Path(rules.image_refs.__file__).resolve() == ROOT / "jobs" / "image_refs.py"
+    problem = rules.image_refs.image_reference_problem
+    assert problem("rayproject/ray:latest") == "uses the floating tag 'latest': pin a version tag or a digest"
+    assert problem("rayproject/ray") == "has no tag: pin a version tag or a digest"
+    assert problem("rayproject/ray:2.54.0") is None and problem("ray@sha256:" + "0" * 64) is None
