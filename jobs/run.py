@@ -543,9 +543,12 @@ class Driver:
                                reason="trainer_not_found", last_checkpoint_step=None)
             return None
         output = TrainerOutput()
+        stdout = proc.stdout
+        if stdout is None:    # impossible: stdout=PIPE
+            raise RuntimeError("the trainer's stdout is not a pipe")
 
         def pump():
-            for line in proc.stdout:
+            for line in stdout:
                 self.out.write(line)
                 self.out.flush()
                 output.feed(line)

@@ -482,6 +482,8 @@ class Runs:
         stop = asyncio.Event()
 
         main = asyncio.current_task()
+        if main is None:      # impossible: asyncio.run() runs this coroutine as a task
+            raise RuntimeError("_follow must run inside a task")
         lost: list[DashboardUnreachable] = []
         # The status probe doubles as the liveness check of a quiet log stream: a dashboard
         # that stops answering ends the follow (exit 4) within a probe interval + the budget.
