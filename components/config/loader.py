@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping, NamedTuple, Optional, TypeVar
 
 from pydantic import ValidationError
@@ -87,16 +88,32 @@ def _parse_area(area: str, raw_value: Any, problems: list[Problem]) -> _ParsedAr
     accepting it (types.ACCEPT_AS_GIVEN); a required one of the wrong shape takes the object that
     holds it with it. The keys whose values were not used are returned, so that rules reading
     them are not reported (a rule about a default would report a value nobody gave)."""
-    model = AREAS[area]
+    whole = (f"{PROJECT}:{area}",)
     if isinstance(raw_value, str):
         try:
             raw_value = json.loads(raw_value)
-        except json.JSONDecodeError:
-            problems.append(Problem(f"{PROJECT}:{area}", raw_value, "must be an object"))
-            return _ParsedArea(None, (f"{PROJECT}:{area}",))
+        except RecursionError:
+            problems.append(Problem(whole[0], HIDDEN, _TOO_DEEP))
+            return _ParsedArea(None, whole)
+        except ValueError:    # not JSON, or a number past Python's 4300-digit limit
+            problems.append(Problem(whole[0], raw_value, "must be an object"))
+            return _ParsedArea(None, whole)
     if not isinstance(raw_value, dict):
-        problems.append(Problem(f"{PROJECT}:{area}", raw_value, "must be an object"))
-        return _ParsedArea(None, (f"{PROJECT}:{area}",))
+        problems.append(Problem(whole[0], raw_value, "must be an object"))
+        return _ParsedArea(None, whole)
+    try:
+        return _parse_object(area, raw_value, problems)
+    except RecursionError:
+        problems.append(Problem(whole[0], HIDDEN, _TOO_DEEP))
+        return _ParsedArea(None, whole)
+
+
+# No area nests more than three levels; the bound is Python's recursion limit, far beyond it.
+_TOO_DEEP = "nested too deeply: no key of the stack config nests more than a few levels"
+
+
+def _parse_object(area: str, raw_value: dict, problems: list[Problem]) -> _ParsedArea:
+    model = AREAS[area]
     # Stack files are YAML: lists arrive as lists; strict mode would refuse them for tuples.
     given = _lists_to_tuples(raw_value)
     remaining = given
@@ -168,10 +185,10 @@ def load_stack_config(
 
     project = raw.get("gcp:project", _ABSENT)
     region = raw.get("gcp:region", _ABSENT)
-    if not isinstance(project, str) or not _PROJECT_ID.match(project):
+    if not isinstance(project, str) or not _PROJECT_ID.fullmatch(project):
         problems.append(Problem("gcp:project", project, "a GCP project id: 6-30 characters, "
                                 "lowercase letters, digits and hyphens, starting with a letter"))
-    if not isinstance(region, str) or not _REGION.match(region):
+    if not isinstance(region, str) or not _REGION.fullmatch(region):
         problems.append(Problem("gcp:region", region, "a GCP region such as us-central1"))
 
     environment = raw.get(f"{PROJECT}:environment", _ABSENT)
@@ -204,13 +221,12 @@ def load_stack_config(
 
     not_used = [p.key for p in problems] + refused
     rule_problems: list[Problem] = []
-    valid_region = region if isinstance(region, str) and _REGION.match(region) else None
-    valid_project = project if isinstance(project, str) and _PROJECT_ID.match(project) else None
+    valid_region = region if isinstance(region, str) and _REGION.fullmatch(region) else None
+    valid_project = project if isinstance(project, str) and _PROJECT_ID.fullmatch(project) else None
     _Rules(rule_problems, parsed, valid_region, valid_project).run()
     # A refused value was dropped (and defaulted) or kept only to check its siblings: a rule
     # about it, or comparing another key with it, would report a value the user never gave.
-    problems += [p for p in rule_problems
-                 if not any(_related(read, k) for read in (p.key, *p.reads) for k in not_used)]
+    problems += [p for p in rule_problems if not _about_refused_values(p, not_used)]
 
     if problems:
         raise ConfigError(_hide_secret_values(problems, secret_keys))
@@ -234,20 +250,53 @@ def _parsed(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaMode
     return value
 
 
-def _related(a: str, b: str) -> bool:
-    """One key is the other or lies inside it (``x.y`` and ``x.y.z``, ``x.list`` and ``x.list[2]``)."""
-    short, long = sorted((a, b), key=len)
-    return long == short or long.startswith((short + ".", short + "["))
+def _inside(key: str, outer: str) -> bool:
+    """``key`` is ``outer`` or lies inside it (``x.y.z`` in ``x.y``, ``x.list[2]`` in ``x.list``)."""
+    return key == outer or key.startswith((outer + ".", outer + "["))
+
+
+def _about_refused_values(problem: Problem, refused: list[str]) -> bool:
+    """A rule problem that would describe a value nobody gave: its own key's value was refused
+    (dropped and defaulted, or kept only to check its siblings), or a key it read was refused or
+    holds a refused value. A problem about an object whose part was refused stands (``storage.gcs``
+    "only with kind gcs" is true whatever its bucketName); a rule that judges the parts names
+    them in ``reads``."""
+    return any(_inside(problem.key, key) or any(_inside(read, key) or _inside(key, read) for read in problem.reads)
+               for key in refused)
 
 
 def _hide_secret_values(problems: list[Problem], secret_keys) -> list[Problem]:
-    """Problems under a key set with --secret (decrypted for the program) never show a value."""
+    """Problems under a key set with --secret (decrypted for the program) never show a value,
+    neither as the value given nor inside the message (a CIDR's "10.4.0.1/14 has host bits set",
+    an RRULE's "BYDAY=... is not valid")."""
     secret = {k.replace(":config:", ":", 1) for k in secret_keys}
-    return [Problem(p.key, HIDDEN, p.allowed)
+    return [Problem(p.key, HIDDEN, _without_parts_of(p.allowed, p.given), p.reads)
             if p.given is not NOT_SHOWN and any(p.key == k or p.key.startswith((k + ".", k + "["))
                                                for k in secret) else p
             for p in problems]
 
+
+def _without_parts_of(text: str, value: Any) -> str:
+    """``text`` with every part of ``value`` (each string or number in it, and each run of four
+    or more letters, digits or underscores of those) replaced by "(hidden)"."""
+    leaves: list[str] = []
+
+    def walk(item: Any) -> None:
+        if isinstance(item, dict):
+            for inner in item.values():
+                walk(inner)
+        elif isinstance(item, (list, tuple)):
+            for inner in item:
+                walk(inner)
+        elif isinstance(item, (str, int, float)) and not isinstance(item, bool):
+            leaves.append(str(item))
+
+    walk(value)
+    parts = {leaf for leaf in leaves if len(leaf) >= 4}
+    parts.update(run for leaf in leaves for run in re.findall(r"[A-Za-z0-9_]{4,}", leaf))
+    for part in sorted(parts, key=len, reverse=True):
+        text = text.replace(part, "(hidden)")
+    return text
 
 
 def read_pulumi_config() -> tuple[dict[str, Any], set[str]]:

@@ -75,7 +75,7 @@ MACHINE_SHAPES: dict[str, MachineShape] = load_gpu_machines()
 def predefined_machine(machine_type: str) -> Optional[tuple[int, float]]:
     """(vCPUs, GiB) of a predefined <family>-<kind>-<vCPUs> machine type, None if unknown."""
     memory_per_vcpu = load_memory_per_vcpu()
-    match = re.match(r"^([a-z0-9]+)-(standard|highmem|highcpu)-(\d+)$", machine_type)
+    match = re.fullmatch(r"^([a-z0-9]+)-(standard|highmem|highcpu)-(\d+)$", machine_type)
     if not match or (match.group(1), match.group(2)) not in memory_per_vcpu:
         return None
     vcpus = int(match.group(3))

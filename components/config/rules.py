@@ -30,6 +30,11 @@ from components.config.stack import ResourceNames
 
 _AreaModel = TypeVar("_AreaModel", bound=_Area)
 
+# What the gcsfuse sidecar's size is computed from (components/config/sidecar.py): a rule that
+# counts the sidecar reads them all.
+SIDECAR_KEYS = ("storage.gcs.sidecarCpuLimit", "storage.gcs.sidecarMemoryLimit",
+                "storage.gcs.sidecarEphemeralStorageLimit", "storage.gcs.fileCacheSizeGib")
+
 
 def _area(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaModel]) -> Optional[_AreaModel]:
     value = parsed.get(name)
@@ -79,7 +84,7 @@ class _Rules:
                 self.add("cluster.name", c.name, f"too long: the derived name {derived!r} "
                          "exceeds GCP's 63 characters")
                 break
-        zone_match = _ZONE.match(c.zone)
+        zone_match = _ZONE.fullmatch(c.zone)
         if zone_match and self.region and zone_match.group(1) != self.region:
             self.add("cluster.zone", c.zone, f"a zone of the region gcp:region={self.region} "
                      f"(for example {self.region}-b)")
@@ -182,12 +187,12 @@ class _Rules:
         if model == "flex-start" and g.auto_repair:
             self.add("gpu.autoRepair", g.auto_repair, "false (or omitted) with flex-start: GKE "
                      "does not auto-repair flex-start nodes")
-        if model == "flex-start" and self.cluster is not None and not version_at_least(
-                self.cluster.min_master_version, FLEX_START_MIN_GKE_VERSION) and _GKE_VERSION.match(
-                self.cluster.min_master_version):
+        if model == "flex-start" and self.cluster is not None and _GKE_VERSION.fullmatch(
+                self.cluster.min_master_version) and not version_at_least(
+                self.cluster.min_master_version, FLEX_START_MIN_GKE_VERSION):
             self.add("cluster.minMasterVersion", self.cluster.min_master_version,
                      f"at least {FLEX_START_MIN_GKE_VERSION} for flex-start GPU node pools")
-        if self.cluster is not None and _GKE_VERSION.match(self.cluster.min_master_version) and \
+        if self.cluster is not None and _GKE_VERSION.fullmatch(self.cluster.min_master_version) and \
                 not version_at_least(self.cluster.min_master_version, shape.min_gke_version):
             self.add("cluster.minMasterVersion", self.cluster.min_master_version,
                      f"at least {shape.min_gke_version} for {g.type}")
@@ -299,13 +304,14 @@ class _Rules:
 
     def _check_lustre(self, lustre: "LustreStorage") -> None:
         # The tier, the fsname and the instance id are checked by their types (types.py).
-        problem = LUSTRE_TIERS[lustre.throughput_tier].capacity_problem(lustre.capacity_gib)
+        tier = LUSTRE_TIERS.get(lustre.throughput_tier)
+        problem = tier.capacity_problem(lustre.capacity_gib) if tier is not None else None
         if problem:
             self.add("storage.lustre.capacityGib", lustre.capacity_gib,
                      f"{problem} for throughput tier {lustre.throughput_tier}",
                      reads=("storage.lustre.throughputTier",))
         version = self.cluster.min_master_version if self.cluster else None
-        if version and _GKE_VERSION.match(version):
+        if version and _GKE_VERSION.fullmatch(version):
             if not version_at_least(version, LUSTRE_CSI_MIN_GKE_VERSION):
                 self.add("cluster.minMasterVersion", version,
                          f"at least {LUSTRE_CSI_MIN_GKE_VERSION} for the Lustre CSI driver")
@@ -353,9 +359,11 @@ class _Rules:
         # Same headroom as components/kuberay.py: system DaemonSets need room on the node.
         from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB, worker_size_limit
         sidecar_cpu, sidecar_memory, sidecar_note = 0.0, 0.0, ""
+        sidecar_reads: tuple[str, ...] = ()
         if self.storage is not None and self.storage.kind == "gcs" and self.cluster is not None:
             # The gcsfuse sidecar shares the worker's node; with a limit its request counts.
             from components.config.sidecar import gcsfuse_sidecar_limits
+            sidecar_reads = SIDECAR_KEYS
             try:
                 limits = gcsfuse_sidecar_limits(self.storage.gcs or GcsStorage(),
                                                 self.cluster.mode == "autopilot")
@@ -369,17 +377,19 @@ class _Rules:
         if worker.cpu is not None and worker.cpu > max_cpu:
             self.add("kuberay.worker.cpu", worker.cpu, f"at most {max_cpu}: {shape.machine_type} "
                      f"has ~{shape.allocatable_cpu:.2f} allocatable CPUs and GKE's system "
-                     f"DaemonSets need ~{SYSTEM_RESERVE_CPU}{sidecar_note}")
+                     f"DaemonSets need ~{SYSTEM_RESERVE_CPU}{sidecar_note}", reads=sidecar_reads)
         if worker.memory_gib is not None and worker.memory_gib > max_memory:
             self.add("kuberay.worker.memoryGib", worker.memory_gib, f"at most {max_memory}: "
                      f"{shape.machine_type} has ~{shape.allocatable_memory_gib:.0f} GiB allocatable "
-                     f"and GKE's system DaemonSets need ~{SYSTEM_RESERVE_MEMORY_GIB} GiB{sidecar_note}")
+                     f"and GKE's system DaemonSets need ~{SYSTEM_RESERVE_MEMORY_GIB} GiB{sidecar_note}",
+                     reads=sidecar_reads)
         if self.cluster is not None and self.cluster.mode == "autopilot":
             self._check_autopilot_worker_pod(k, shape)
         memory = worker.memory_gib or max_memory
         if worker.shm_gib >= memory:
             self.add("kuberay.worker.shmGib", worker.shm_gib, f"less than the worker's memory "
-                     f"({memory} GiB): /dev/shm is memory the worker's limit counts")
+                     f"({memory} GiB): /dev/shm is memory the worker's limit counts",
+                     reads=("kuberay.worker.memoryGib", *sidecar_reads))
 
     def _check_autopilot_worker_pod(self, k: KubeRayConfig, shape: "MachineShape") -> None:
         """The GPU worker pod as a whole (Ray container + gcsfuse sidecar) within Autopilot's
@@ -395,7 +405,9 @@ class _Rules:
             return
         worker = k.worker
         sidecar_cpu = sidecar_memory = sidecar_storage = 0.0
+        sidecar_reads: tuple[str, ...] = ()
         if self.storage is not None and self.storage.kind == "gcs":
+            sidecar_reads = SIDECAR_KEYS
             try:
                 limits = gcsfuse_sidecar_limits(self.storage.gcs or GcsStorage(), True)
                 sidecar_cpu, sidecar_memory = limits.budget()
@@ -418,7 +430,7 @@ class _Rules:
                 self.add(key, _lookup(worker.model_dump(by_alias=True), (key.rsplit(".", 1)[1],)),
                          f"a GPU worker pod of at most {maximum:g} {what} on Autopilot "
                          f"({shape.gpus} x {shape.gpu_type}, {limit.source}); this pod asks "
-                         f"{total:g} including the gcsfuse sidecar")
+                         f"{total:g} including the gcsfuse sidecar", reads=sidecar_reads)
 
     def _check_autopilot_head_pod(self, k: KubeRayConfig) -> None:
         """The head pod's ephemeral storage (container + gcsfuse sidecar) within Autopilot's
@@ -461,13 +473,14 @@ class _Rules:
                      f"at most {int(probe.allocatable_cpu - 1)} CPUs and "
                      f"{int(probe.allocatable_memory_gib - 2)} GiB on the head pool's "
                      f"{pool.machine_type} ({vcpus} vCPUs, {memory_gib:g} GiB); or choose a larger "
-                     "cluster.headPool.machineType")
+                     "cluster.headPool.machineType",
+                     reads=("cluster.headPool.machineType", "kuberay.head.cpu", "kuberay.head.memoryGib"))
 
     # ---- job ----------------------------------------------------------------------------------
     def _check_job(self, j: JobConfig) -> None:
         if (j.total_steps is None) == (j.total_epochs is None):
             self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "
-                     "job.totalEpochs")
+                     "job.totalEpochs", reads=("job.totalEpochs",))
         gate = j.health_gate
         if gate.mode != "off":
             sizes = gate.message_sizes_mib

@@ -13,7 +13,7 @@ _RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d+
 def rfc3339(value: str) -> Optional[_dt.datetime]:
     """An RFC 3339 date-time (``2025-01-04T02:00:00Z``, offsets allowed) -> aware datetime, or
     None when it does not parse (format or calendar: month 13, Feb 30, hour 24)."""
-    if not isinstance(value, str) or not _RFC3339.match(value):
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
         return None
     try:
         return _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -68,7 +68,7 @@ def _schema(pattern: str, max_length: int | None = None) -> WithJsonSchema:
 
 
 def _name(pattern: re.Pattern, max_length: int, allowed: str) -> AfterValidator:
-    return _rule(lambda v: bool(pattern.match(v)) and len(v) <= max_length, allowed)
+    return _rule(lambda v: bool(pattern.fullmatch(v)) and len(v) <= max_length, allowed)
 
 
 # ---- names ----------------------------------------------------------------------------------
@@ -90,10 +90,10 @@ ClusterName = Annotated[str, _name(
     "and not ending with a hyphen"), _schema(_RFC1035.pattern, 40)]
 
 # That the zone lies in gcp:region is a rule (rules.py).
-Zone = Annotated[str, _rule(lambda v: bool(_ZONE.match(v)), "a GCP zone such as us-central1-b"),
+Zone = Annotated[str, _rule(lambda v: bool(_ZONE.fullmatch(v)), "a GCP zone such as us-central1-b"),
                  _schema(_ZONE.pattern)]
 
-ProjectId = Annotated[str, _rule(lambda v: bool(_PROJECT_ID.match(v)), "a GCP project id"),
+ProjectId = Annotated[str, _rule(lambda v: bool(_PROJECT_ID.fullmatch(v)), "a GCP project id"),
                       _schema(_PROJECT_ID.pattern)]
 
 ReservationName = Annotated[str, _name(
@@ -113,13 +113,13 @@ LustreInstanceId = Annotated[str, _name(
     _schema(_RFC1035.pattern, 63)]
 
 LustreFilesystem = Annotated[str, _rule(
-    lambda v: bool(_LUSTRE_FILESYSTEM.match(v)),
+    lambda v: bool(_LUSTRE_FILESYSTEM.fullmatch(v)),
     "1-8 letters or digits, starting with a letter (a Lustre fsname)"),
     _schema(_LUSTRE_FILESYSTEM.pattern)]
 
 
 def bucket_name_problem(name: str) -> Optional[str]:
-    if _BUCKET.match(name) and not name.startswith("goog") and "google" not in name and ".." not in name:
+    if _BUCKET.fullmatch(name) and not name.startswith("goog") and "google" not in name and ".." not in name:
         return None
     return BUCKET_NAME_RULE
 
@@ -131,7 +131,7 @@ BucketName = Annotated[str, _why(bucket_name_problem), _schema(_BUCKET.pattern, 
 
 _EXPERIMENT_NAME = re.compile(r"^[a-z0-9][-a-z0-9_.]{0,62}$")
 ExperimentName = Annotated[str, _rule(
-    lambda v: bool(_EXPERIMENT_NAME.match(v)), "1-63 characters: lowercase letters, digits, '-', "
+    lambda v: bool(_EXPERIMENT_NAME.fullmatch(v)), "1-63 characters: lowercase letters, digits, '-', "
     "'_' and '.' (it names checkpoint directories)"), _schema(_EXPERIMENT_NAME.pattern)]
 
 # Hugging Face repo ids: huggingface_hub's validate_repo_id (huggingface_hub/utils/_validators.py,
@@ -142,14 +142,14 @@ _HF_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?"
 _HF_REPO_ID = re.compile(rf"^{_HF_NAME}/{_HF_NAME}$")
 HF_REPO_ID_MAX = 96
 HubModelId = Annotated[str, _rule(
-    lambda v: len(v) <= HF_REPO_ID_MAX and bool(_HF_REPO_ID.match(v)) and "--" not in v
+    lambda v: len(v) <= HF_REPO_ID_MAX and bool(_HF_REPO_ID.fullmatch(v)) and "--" not in v
     and ".." not in v and not v.endswith(".git"),
     "a Hugging Face model id <org>/<name> (letters, digits, '-', '_' and '.'; no '..', '--' or "
     ".git; at most 96 characters), such as Qwen/Qwen2.5-7B-Instruct"),
     _schema(_HF_REPO_ID.pattern, HF_REPO_ID_MAX)]
 
 HubRevision = Annotated[str, _rule(
-    lambda v: bool(re.match(_HUB_REVISION, v)),
+    lambda v: bool(re.fullmatch(_HUB_REVISION, v)),
     "a Hugging Face Hub commit sha: 40 lower-case hex characters (the model or dataset page, "
     "'Files and versions', History)"), _schema(_HUB_REVISION)]
 
@@ -158,10 +158,10 @@ HubRevision = Annotated[str, _rule(
 # The minimum minor (data/gke-version-gates.yaml) stays a rule: the other version gates report
 # on the same key and would be hidden by it.
 GkeVersion = Annotated[str, _rule(
-    lambda v: bool(_GKE_VERSION.match(v)),
+    lambda v: bool(_GKE_VERSION.fullmatch(v)),
     'a GKE version or prefix such as "1.33" or "1.33.5-gke.1308000"'), _schema(_GKE_VERSION.pattern)]
 
-_CHART_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_CHART_VERSION = re.compile(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$")
 
 
 def _chart_version_problem(version: str) -> Optional[str]:
@@ -179,7 +179,7 @@ def _chart_version_problem(version: str) -> Optional[str]:
 
 # An exact version, then one this program supports and whose CRDs are in the repository.
 HelmChartVersion = Annotated[str, _rule(
-    lambda v: bool(_CHART_VERSION.match(v)), 'an exact chart version such as "1.7.0"'),
+    lambda v: bool(_CHART_VERSION.fullmatch(v)), 'an exact chart version such as "1.7.0"'),
     _why(_chart_version_problem), _schema(_CHART_VERSION.pattern)]
 
 
@@ -195,7 +195,7 @@ PinnedImage = Annotated[str, _why(_image_problem)]
 
 
 def _written_as_utc(example: str) -> AfterValidator:
-    return _rule(lambda v: bool(_RFC3339.match(v)), f"an RFC 3339 UTC time such as {example}")
+    return _rule(lambda v: bool(_RFC3339.fullmatch(v)), f"an RFC 3339 UTC time such as {example}")
 
 
 _REAL_TIME = _rule(lambda v: rfc3339(v) is not None,
@@ -260,11 +260,11 @@ AuthorizedCidr = Annotated[str, _why(_authorized_problem)]
 
 # ---- quantities and numbers -------------------------------------------------------------------
 
-CpuQuantity = Annotated[str, _rule(lambda v: bool(_CPU_QUANTITY.match(v)),
+CpuQuantity = Annotated[str, _rule(lambda v: bool(_CPU_QUANTITY.fullmatch(v)),
                                    'a Kubernetes quantity such as "8" or "500m"'),
                         _schema(_CPU_QUANTITY.pattern)]
 # Zero on Autopilot, and the ephemeral storage against the file cache, are rules (rules.py).
-Quantity = Annotated[str, _rule(lambda v: bool(_QUANTITY.match(v)),
+Quantity = Annotated[str, _rule(lambda v: bool(_QUANTITY.fullmatch(v)),
                                 'a Kubernetes quantity such as "32Gi"'), _schema(_QUANTITY.pattern)]
 
 FiniteFloat = Annotated[float, _rule(math.isfinite, "a finite number (not .inf or .nan)")]

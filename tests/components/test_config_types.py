@@ -173,3 +173,80 @@ def test_a_count_kept_as_given_is_not_compared_with_its_bounds():
 def test_an_area_that_cannot_parse_is_one_problem_and_nothing_else():
     found = problems("dev", {P + "cluster.zone": DELETE, P + "cluster.name": "Bad_Name"})
     assert set(found) == {P + "cluster.zone", P + "cluster.name"}, found
+
+
+# ---- found by a fresh-eyes review: spurious, lost or unsafe problems ---------------------------
+
+def test_a_refused_sidecar_limit_is_not_counted_as_its_default_against_the_worker():
+    # The Autopilot default sidecar (8 CPU) would make worker.cpu 215 too large; the user's
+    # sidecarCpuLimit was refused, so nothing about it is known.
+    found = problems("dev", {P + "storage.gcs.sidecarCpuLimit": "2 cores", P + "storage.gcs.sidecarMemoryLimit": "4Gi",
+                             P + "kuberay.worker.cpu": 215})
+    assert set(found) == {P + "storage.gcs.sidecarCpuLimit"}, found
+    found = problems("dev", {P + "storage.gcs.sidecarEphemeralStorageLimit": "510 Gi",
+                             P + "kuberay.worker.ephemeralStorageGib": 11490})
+    assert set(found) == {P + "storage.gcs.sidecarEphemeralStorageLimit"}, found
+
+
+def test_rules_naming_what_they_compared_with_are_not_reported_about_refused_values():
+    found = problems("prod", {P + "cluster.headPool.machineType": 5, P + "kuberay.head": {"cpu": 30, "memoryGib": 100}})
+    assert set(found) == {P + "cluster.headPool.machineType"}, found
+    found = problems("dev", {P + "job.totalEpochs": "2"})
+    assert set(found) == {P + "job.totalEpochs"}, found
+
+
+def test_a_problem_about_a_whole_object_stands_when_a_part_of_it_is_refused():
+    found = problems("dev", {P + "gpu.reservation": {"name": "BAD"}})          # dev is Spot
+    assert set(found) == {P + "gpu.reservation.name", P + "gpu.reservation"}, found
+    assert found[P + "gpu.reservation"] == 'only with provisioningModel "reservation"'
+    found = problems("prod", {P + "storage.gcs": {"bucketName": "BAD"}})       # prod is Lustre
+    assert set(found) == {P + "storage.gcs.bucketName", P + "storage.gcs"}, found
+
+
+@pytest.mark.parametrize("key,value", [
+    ("cluster.name", "grpo\n"), ("cluster.zone", "us-central1-b\n"), ("kuberay.namespace", "grpo\n"),
+    ("job.experimentName", "run\n"), ("cluster.minMasterVersion", "1.35\n"), ("job.modelRevision", "a" * 40 + "\n"),
+])
+def test_a_trailing_newline_is_refused(key, value):
+    # `$` matches before a final newline: every pattern is applied with fullmatch.
+    assert P + key in problems("dev", {P + key: value})
+
+
+@pytest.mark.parametrize("changes", [
+    {P + "storage.gcs.sidecarEphemeralStorageLimit": "1" * 400 + "Gi"},
+    {P + "storage.gcs.sidecarMemoryLimit": "1" * 400 + "Gi"},
+    {P + "storage.gcs.sidecarCpuLimit": "1" * 400},
+    {P + "cluster.minMasterVersion": "9" * 5000 + ".35"},
+    {P + "kuberay.helmChartVersion": "9" * 5000 + ".0.0"},
+], ids=["ephemeral", "memory", "cpu", "gke-version", "chart-version"])
+def test_overlong_numbers_are_a_clear_problem_not_a_traceback(changes):
+    (key,) = changes
+    found = problems("dev", changes)
+    assert key in found and "Exceeds the limit" not in found[key], found
+
+
+def test_an_area_that_json_or_python_cannot_hold_is_a_clear_problem():
+    raw, secrets = stack_config("dev")
+    huge = dict(raw, **{P + "gpu": '{"nodes": ' + "9" * 5000 + "}"})
+    with pytest.raises(ConfigError, match="gke-grpo:gpu: given .*must be an object"):
+        load_stack_config(huge, secrets, "dev")
+    deep = dict(raw, **{P + "job": {"extraOverrides": _nested(5000)}})
+    with pytest.raises(ConfigError, match="gke-grpo:job: .*nested too deeply"):
+        load_stack_config(deep, secrets, "dev")
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_value_under_a_secret_key_is_not_echoed_inside_the_message_either():
+    raw, secrets = stack_config("dev", {P + "network.podCidr": "10.4.0.1/14",
+                                        P + "cluster.maintenanceWindow.recurrence": "FREQ=WEEKLY;BYDAY=hunter2secret"})
+    with pytest.raises(ConfigError) as caught:
+        load_stack_config(raw, secrets | {P + "network", P + "cluster"}, "dev")
+    text = str(caught.value)
+    assert "10.4.0.1" not in text and "hunter2secret" not in text, text
+    assert P + "network.podCidr: given (value hidden); an IPv4 CIDR such as 10.0.0.0/20" in text, text
