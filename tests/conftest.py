@@ -91,3 +91,25 @@ def prod_preview() -> PreviewResult:
 @pytest.fixture(scope="session", params=["dev", "prod"])
 def stack_preview(request) -> PreviewResult:
     return _cached(request.param)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the inner runs of the selected Ray test modules (each declares ``INNER``) in the
+    background: they run in their own namespaces while the rest of the suite runs here
+    (tests/jobs/ray_head.py, ``InnerRun``)."""
+    if session.config.option.collectonly:
+        return
+    from tests.jobs import ray_head
+
+    inner_runs = []
+    for item in session.items:
+        inner = getattr(getattr(item, "module", None), "INNER", None)
+        if isinstance(inner, ray_head.InnerRun):
+            inner_runs.append(inner)
+    ray_head.start_in_background(inner_runs)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from tests.jobs import ray_head
+
+    ray_head.stop_background()

@@ -16,12 +16,15 @@ The test module re-runs itself with pytest under
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 NS_ENV = "GKE_GRPO_RAY_TEST_NAMESPACE"
@@ -35,12 +38,13 @@ def inside_namespace() -> bool:
     return os.environ.get(NS_ENV) == "1"
 
 
+@functools.lru_cache(maxsize=None)
 def namespace_unavailable() -> str | None:
     """Why the namespace cannot be made here (None if it can)."""
     for tool in ("unshare", "ip", "mount"):
         if shutil.which(tool) is None:
             return f"`{tool}` is not installed (util-linux / iproute2)"
-    probe = subprocess.run(["unshare", "--net", "--pid", "--fork", "--mount-proc", "sh", "-c",
+    probe = subprocess.run(["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c",
                             "ip link set lo up && mkdir -p /tmp/ray && mount -t tmpfs tmpfs /tmp/ray"],
                            capture_output=True, text=True, timeout=30)
     if probe.returncode != 0:
@@ -57,31 +61,107 @@ def namespace_command(pytest_args: list[str]) -> list[str]:
         "&& mkdir -p /tmp/ray && mount -t tmpfs -o size=2g tmpfs /tmp/ray",
         "&& exec", sys.executable, __file__, "init", sys.executable, "-m", "pytest", *pytest_args,
     ])
-    return ["unshare", "--net", "--pid", "--fork", "--mount-proc", "sh", "-c", inner]
+    # --kill-child: when unshare itself is killed (a bound passed, the session interrupted), the
+    # kernel kills PID 1 of the namespace, and with it everything inside.
+    return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", inner]
 
 
-def run_inside_namespace(test_file: str, needs: str, *, timeout: int = 420,
-                         pytest_args: tuple[str, ...] = ()) -> None:
-    """The outer half of every Ray test module: re-run `test_file` inside a loopback-only
-    namespace (`needs` names what the message says needs it) and require that every test there
-    passed, none skipped; a missing namespace is a skip here and a failure in CI."""
-    from tests.conftest import ROOT, skip_or_fail
+@dataclass(frozen=True)
+class InnerRun:
+    """The outer half of a Ray test module: re-run `test_file` inside a loopback-only namespace
+    (`needs` names what the skip message says needs it) and require that every test there passed,
+    none skipped; a missing namespace is a skip here and a failure in CI.
 
-    reason = namespace_unavailable()
-    if reason:
-        skip_or_fail(f"{needs} need a loopback-only network namespace: {reason}")
-    cmd = namespace_command(["-q", "-p", "no:cacheprovider", "-rfE", *pytest_args,
-                             str(Path(test_file).resolve().relative_to(ROOT))])
+    Declared at module level (``INNER = InnerRun(__file__, ...)``) so that the suite can start the
+    inner runs of every selected Ray module in the background as soon as collection ends
+    (``start_in_background``, from tests/conftest.py): they run one after another, in their own
+    namespaces, while the rest of the suite runs in the main process, and each module's outer test
+    (``INNER.check()``) waits for its own result. On 2 cores this overlaps the Ray heads' work with
+    the other tests instead of leaving one core idle."""
+
+    test_file: str
+    needs: str
+    timeout: int = 420
+    pytest_args: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return str(Path(self.test_file).resolve())
+
+    def check(self) -> None:
+        from tests.conftest import skip_or_fail
+
+        reason = namespace_unavailable()
+        if reason:
+            skip_or_fail(f"{self.needs} need a loopback-only network namespace: {reason}")
+        returncode, stdout, stderr, seconds = _BACKGROUND.result(self)
+        report = f"inner run ({seconds:.0f}s, exit {returncode}):\n{stdout[-8000:]}\n{stderr[-3000:]}"
+        print(report)
+        assert returncode == 0, report
+        summary = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+        assert " passed" in summary and "skipped" not in summary and "failed" not in summary, report
+
+
+def _run(inner: InnerRun, running: list[subprocess.Popen]) -> tuple[int, str, str, float]:
+    from tests.conftest import ROOT
+
+    cmd = namespace_command(["-q", "-p", "no:cacheprovider", "-rfE", *inner.pytest_args,
+                             str(Path(inner.test_file).resolve().relative_to(ROOT))])
     env = dict(os.environ, **{NS_ENV: "1"})
     env.pop("RAY_ADDRESS", None)
     start = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    report = (f"inner run ({time.monotonic() - start:.0f}s, exit {proc.returncode}):\n"
-              f"{proc.stdout[-8000:]}\n{proc.stderr[-3000:]}")
-    print(report)
-    assert proc.returncode == 0, report
-    summary = proc.stdout.strip().splitlines()[-1]
-    assert " passed" in summary and "skipped" not in summary and "failed" not in summary, report
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    running.append(proc)
+    try:
+        stdout, stderr = proc.communicate(timeout=inner.timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()               # PID 1 of the namespace: the kernel ends everything inside it
+        stdout, stderr = proc.communicate()
+        stderr += f"\n(stopped after its {inner.timeout}s bound)"
+    finally:
+        running.remove(proc)
+    return proc.returncode, stdout, stderr, time.monotonic() - start
+
+
+class _Background:
+    """The inner runs started when collection ends, one at a time, in collection order."""
+
+    def __init__(self) -> None:
+        self.pool: ThreadPoolExecutor | None = None
+        self.futures: dict[str, Future] = {}
+        self.running: list[subprocess.Popen] = []
+
+    def start(self, inner_runs: list[InnerRun]) -> None:
+        if not inner_runs or inside_namespace() or namespace_unavailable() is not None:
+            return      # nothing to run, or each outer test skips (fails in CI) on its own
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ray-namespace")
+        for inner in inner_runs:
+            if inner.key not in self.futures:
+                self.futures[inner.key] = self.pool.submit(_run, inner, self.running)
+
+    def result(self, inner: InnerRun) -> tuple[int, str, str, float]:
+        future = self.futures.get(inner.key)
+        if future is None:        # not started with the session (a module run by hand)
+            return _run(inner, self.running)
+        return future.result()
+
+    def stop(self) -> None:
+        """The session ended (or was interrupted): nothing of ours keeps running."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(self.running):
+            proc.kill()
+
+
+_BACKGROUND = _Background()
+
+
+def start_in_background(inner_runs: list[InnerRun]) -> None:
+    _BACKGROUND.start(inner_runs)
+
+
+def stop_background() -> None:
+    _BACKGROUND.stop()
 
 
 def non_loopback_listeners() -> list[str]:

@@ -32,10 +32,13 @@ RETRY = RetryPolicy(tries=6, base=0.3, cap=1.0, call_timeout=10.0, budget=30.0)
 pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
 
 
+# Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
+INNER = ray_head.InnerRun(__file__, "the Ray jobs tests")
+
 if not ray_head.inside_namespace():
 
     def test_hostile_cli_runs_in_a_loopback_only_namespace():
-        ray_head.run_inside_namespace(__file__, "the Ray jobs tests")
+        INNER.check()
 
 else:
 

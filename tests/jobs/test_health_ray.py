@@ -28,10 +28,13 @@ EXTRA_NODES = 2
 GPUS_PER_RAY_NODE = 2   # the head's FAKE_GPUS; the extra nodes get as many
 
 
+# Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
+INNER = ray_head.InnerRun(__file__, "the health gate's Ray tests", pytest_args=("--durations=5",))
+
 if not ray_head.inside_namespace():
 
     def test_health_gate_in_a_loopback_only_namespace():
-        ray_head.run_inside_namespace(__file__, "the health gate's Ray tests", pytest_args=("--durations=5",))
+        INNER.check()
 
 else:
     import ray

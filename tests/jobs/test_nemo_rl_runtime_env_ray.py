@@ -32,10 +32,13 @@ def shown(logs: str) -> str:
 pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
 
 
+# Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
+INNER = ray_head.InnerRun(__file__, "the Ray runtime-env test", timeout=300, pytest_args=("-s",))
+
 if not ray_head.inside_namespace():
 
     def test_nemo_rl_init_ray_against_a_real_head():
-        ray_head.run_inside_namespace(__file__, "the Ray runtime-env test", timeout=300, pytest_args=("-s",))
+        INNER.check()
 
 else:
 

@@ -41,10 +41,13 @@ FAST_RETRY = RetryPolicy(tries=3, base=0.2, cap=0.5)
 pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
 
 
+# Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
+INNER = ray_head.InnerRun(__file__, "the run driver's Ray tests", pytest_args=("--durations=8",))
+
 if not ray_head.inside_namespace():
 
     def test_run_driver_on_a_real_ray_head_in_a_loopback_only_namespace():
-        ray_head.run_inside_namespace(__file__, "the run driver's Ray tests", pytest_args=("--durations=8",))
+        INNER.check()
 
 else:
 

@@ -34,10 +34,13 @@ FAST_RETRY = RetryPolicy(tries=3, base=0.2, cap=0.5)
 pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
 
 
+# Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
+INNER = ray_head.InnerRun(__file__, "the Ray jobs tests", timeout=300, pytest_args=("--durations=5",))
+
 if not ray_head.inside_namespace():
 
     def test_ray_jobs_in_a_loopback_only_namespace():
-        ray_head.run_inside_namespace(__file__, "the Ray jobs tests", timeout=300, pytest_args=("--durations=5",))
+        INNER.check()
 
 else:
 

@@ -31,10 +31,13 @@ KUBECONFIG = "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user: {token: n
 pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
 
 
+# Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
+INNER = ray_head.InnerRun(__file__, "the Ray jobs tests")
+
 if not ray_head.inside_namespace():
 
     def test_deployed_stack_cli_runs_in_a_loopback_only_namespace():
-        ray_head.run_inside_namespace(__file__, "the Ray jobs tests")
+        INNER.check()
 
 else:
 
