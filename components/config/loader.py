@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, NamedTuple, Optional, TypeVar
+from typing import Any, Mapping, NamedTuple, Optional
 
 from pydantic import ValidationError
 
@@ -16,7 +16,7 @@ from components.config.patterns import _PROJECT_ID, _REGION
 from components.config.problems import (
     _ABSENT, HIDDEN, NOT_SHOWN, PROJECT, ConfigError, Problem, _lookup,
 )
-from components.config.rules import _Rules
+from components.config.rules import _AreaModel, _Rules, area_of
 from components.config.stack import StackConfig
 from components.config.types import ACCEPT_AS_GIVEN, RULE_ERROR
 
@@ -88,24 +88,20 @@ def _parse_area(area: str, raw_value: Any, problems: list[Problem]) -> _ParsedAr
     accepting it (types.ACCEPT_AS_GIVEN); a required one of the wrong shape takes the object that
     holds it with it. The keys whose values were not used are returned, so that rules reading
     them are not reported (a rule about a default would report a value nobody gave)."""
-    whole = (f"{PROJECT}:{area}",)
-    if isinstance(raw_value, str):
-        try:
-            raw_value = json.loads(raw_value)
-        except RecursionError:
-            problems.append(Problem(whole[0], HIDDEN, _TOO_DEEP))
-            return _ParsedArea(None, whole)
-        except ValueError:    # not JSON, or a number past Python's 4300-digit limit
-            problems.append(Problem(whole[0], raw_value, "must be an object"))
-            return _ParsedArea(None, whole)
-    if not isinstance(raw_value, dict):
-        problems.append(Problem(whole[0], raw_value, "must be an object"))
-        return _ParsedArea(None, whole)
+    key = f"{PROJECT}:{area}"
     try:
+        if isinstance(raw_value, str):
+            try:
+                raw_value = json.loads(raw_value)
+            except ValueError:    # not JSON, or a number past Python's 4300-digit limit
+                pass              # reported below: the value given is not an object
+        if not isinstance(raw_value, dict):
+            problems.append(Problem(key, raw_value, "must be an object"))
+            return _ParsedArea(None, (key,))
         return _parse_object(area, raw_value, problems)
     except RecursionError:
-        problems.append(Problem(whole[0], HIDDEN, _TOO_DEEP))
-        return _ParsedArea(None, whole)
+        problems.append(Problem(key, HIDDEN, _TOO_DEEP))
+        return _ParsedArea(None, (key,))
 
 
 # No area nests more than three levels; the bound is Python's recursion limit, far beyond it.
@@ -240,12 +236,9 @@ def load_stack_config(
     )
 
 
-_AreaModel = TypeVar("_AreaModel", bound=_Area)
-
-
 def _parsed(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaModel]) -> _AreaModel:
-    value = parsed[name]
-    if not isinstance(value, model):    # impossible: an area that did not parse has a problem
+    value = area_of(parsed, name, model)
+    if value is None:    # impossible: an area that did not parse has a problem
         raise AssertionError(f"{PROJECT}:{name} did not parse")
     return value
 
@@ -271,8 +264,7 @@ def _hide_secret_values(problems: list[Problem], secret_keys) -> list[Problem]:
     an RRULE's "BYDAY=... is not valid")."""
     secret = {k.replace(":config:", ":", 1) for k in secret_keys}
     return [Problem(p.key, HIDDEN, _without_parts_of(p.allowed, p.given), p.reads)
-            if p.given is not NOT_SHOWN and any(p.key == k or p.key.startswith((k + ".", k + "["))
-                                               for k in secret) else p
+            if p.given is not NOT_SHOWN and any(_inside(p.key, k) for k in secret) else p
             for p in problems]
 
 

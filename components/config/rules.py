@@ -36,7 +36,8 @@ SIDECAR_KEYS = ("storage.gcs.sidecarCpuLimit", "storage.gcs.sidecarMemoryLimit",
                 "storage.gcs.sidecarEphemeralStorageLimit", "storage.gcs.fileCacheSizeGib")
 
 
-def _area(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaModel]) -> Optional[_AreaModel]:
+def area_of(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaModel]) -> Optional[_AreaModel]:
+    """The area ``name`` as its model, or None when it did not parse."""
     value = parsed.get(name)
     return value if isinstance(value, model) else None
 
@@ -47,12 +48,12 @@ class _Rules:
     def __init__(self, problems: list[Problem], parsed: dict[str, Optional[_Area]],
                  region: Optional[str], project: Optional[str] = None):
         self.problems = problems
-        self.cluster = _area(parsed, "cluster", ClusterConfig)
-        self.gpu = _area(parsed, "gpu", GpuConfig)
-        self.network = _area(parsed, "network", NetworkConfig)
-        self.storage = _area(parsed, "storage", StorageConfig)
-        self.kuberay = _area(parsed, "kuberay", KubeRayConfig)
-        self.job = _area(parsed, "job", JobConfig)
+        self.cluster = area_of(parsed, "cluster", ClusterConfig)
+        self.gpu = area_of(parsed, "gpu", GpuConfig)
+        self.network = area_of(parsed, "network", NetworkConfig)
+        self.storage = area_of(parsed, "storage", StorageConfig)
+        self.kuberay = area_of(parsed, "kuberay", KubeRayConfig)
+        self.job = area_of(parsed, "job", JobConfig)
         self.region = region
         self.project = project
 
