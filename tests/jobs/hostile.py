@@ -15,15 +15,22 @@ from pathlib import Path
 from typing import Iterator
 
 FAKE_KUBECTL = '''#!{python}
-"""Fake `kubectl port-forward` (tests/jobs/hostile.py). MODE: silent accepts and never answers;
-proxy relays to 127.0.0.1:<remote>; proxy-die-once relays, and its FIRST run exits after
-{die_after}s (kubectl dropping the forward); later runs proxy for good."""
+"""Fake `kubectl port-forward` (tests/jobs/hostile.py). MODE: listen answers HTTP "ok";
+silent accepts and never answers; proxy relays to 127.0.0.1:<remote> (the real dashboard in the
+test's network namespace); proxy-die-once relays, and its FIRST run exits after {die_after}s
+(kubectl dropping the forward), later runs proxy for good; fail exits 1 as kubectl does without
+the service; hang never listens."""
 import os, socket, sys, threading, time
 mode, log, die_after = {mode!r}, {log!r}, {die_after!r}
 with open(log, "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\\n" + str(os.getpid()) + "\\n")
 with open(log) as f:
     runs = len(f.read().splitlines()) // 2
+if mode == "fail":
+    print('error: services "nope-head-svc" not found', file=sys.stderr)
+    sys.exit(1)
+if mode == "hang":
+    time.sleep(600)
 local, remote = (int(p) for p in next(a for a in sys.argv if a.count(":") == 1 and a[0].isdigit()).split(":"))
 assert sys.argv[sys.argv.index("--address") + 1] == "127.0.0.1"
 server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -48,6 +55,11 @@ def serve(conn):
     if mode == "silent":
         held.append(conn)          # accepted, never answered
         return
+    if mode == "listen":
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+        conn.close()
+        return
     upstream = socket.create_connection(("127.0.0.1", remote))
     threading.Thread(target=pump, args=(conn, upstream), daemon=True).start()
     pump(upstream, conn)
@@ -67,11 +79,16 @@ def fake_kubectl(tmp_path: Path, mode: str, die_after: float = 2.0) -> tuple[Pat
     return script, log
 
 
-def kubectl_pids(log: Path) -> list[int]:
+def kubectl_calls(log: Path) -> list[tuple[list[str], int]]:
+    """Each run of the fake kubectl: its arguments and its pid."""
     if not log.exists():
         return []
     lines = log.read_text().splitlines()
-    return [int(lines[i + 1]) for i in range(0, len(lines) - 1, 2)]
+    return [(lines[i].split(), int(lines[i + 1])) for i in range(0, len(lines) - 1, 2)]
+
+
+def kubectl_pids(log: Path) -> list[int]:
+    return [pid for _, pid in kubectl_calls(log)]
 
 
 def kubectl_port(log: Path) -> int:

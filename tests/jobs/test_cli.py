@@ -8,7 +8,6 @@ import io
 import shlex
 import subprocess
 import sys
-import textwrap
 import time
 import types
 from pathlib import Path
@@ -24,6 +23,7 @@ from components.run_spec import spec_from_config
 from jobs.spec import GrpoSpec
 from components.config import load_stack_config
 from tests.conftest import ROOT, stack_config
+from tests.jobs.hostile import fake_kubectl, kubectl_calls
 
 
 def dev_spec(**changes) -> GrpoSpec:
@@ -168,66 +168,6 @@ def test_wait_for_gpus_imports_nothing_of_the_pulumi_side():
 
 
 # ---- the port-forward ------------------------------------------------------------------------
-
-FAKE_KUBECTL = textwrap.dedent('''\
-    #!{python}
-    """Fake `kubectl port-forward`: MODE=listen serves HTTP on 127.0.0.1:<local>, proxy relays
-    to 127.0.0.1:<remote> (the real dashboard in the test's network namespace), fail exits 1,
-    hang never listens."""
-    import os, socket, sys, threading, time
-    mode, log = {mode!r}, {log!r}
-    with open(log, "a") as f:
-        f.write(" ".join(sys.argv[1:]) + "\\n" + str(os.getpid()) + "\\n")
-    if mode == "fail":
-        print('error: services "nope-head-svc" not found', file=sys.stderr)
-        sys.exit(1)
-    if mode == "hang":
-        time.sleep(600)
-    local, remote = (int(p) for p in next(a for a in sys.argv if a.count(":") == 1 and a[0].isdigit()).split(":"))
-    assert sys.argv[sys.argv.index("--address") + 1] == "127.0.0.1"
-    server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", local)); server.listen(16)
-    print(f"Forwarding from 127.0.0.1:{{local}} -> {{remote}}", flush=True)
-
-    def pump(a, b):
-        try:
-            while (data := a.recv(65536)):
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (a, b):
-                try: s.shutdown(socket.SHUT_RDWR)
-                except OSError: pass
-
-    def serve(conn):
-        if mode == "proxy":
-            upstream = socket.create_connection(("127.0.0.1", remote))
-            threading.Thread(target=pump, args=(conn, upstream), daemon=True).start()
-            pump(upstream, conn)
-        else:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
-            conn.close()
-
-    while True:
-        conn, _ = server.accept()
-        threading.Thread(target=serve, args=(conn,), daemon=True).start()
-    ''')
-
-
-def fake_kubectl(tmp_path: Path, mode: str) -> tuple[Path, Path]:
-    log = tmp_path / f"kubectl-{mode}.log"
-    script = tmp_path / f"kubectl-{mode}"
-    script.write_text(FAKE_KUBECTL.format(python=sys.executable, mode=mode, log=str(log)))
-    script.chmod(0o755)
-    return script, log
-
-
-def kubectl_calls(log: Path) -> list[tuple[list[str], int]]:
-    lines = log.read_text().splitlines()
-    return [(lines[i].split(), int(lines[i + 1])) for i in range(0, len(lines), 2)]
-
 
 def test_port_forward_waits_for_the_port_and_always_stops(tmp_path):
     kubectl, log = fake_kubectl(tmp_path, "listen")

@@ -25,7 +25,8 @@ from jobs.runs import ExitCode, RetryPolicy, Runs, SecretInJobError, check_no_se
 from jobs.wait_for_gpus import TIMEOUT_MARKER
 from tests.conftest import ROOT
 from tests.jobs import ray_head
-from tests.jobs.test_cli import dev_spec, fake_kubectl, kubectl_calls, write_config, _assert_gone
+from tests.jobs.hostile import fake_kubectl, kubectl_calls
+from tests.jobs.test_cli import dev_spec, write_config, _assert_gone
 
 PY = sys.executable
 RUNTIME_ENV = {"env_vars": {"PYTHONPATH": str(ROOT)}}   # the head is this machine: code by path
