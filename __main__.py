@@ -10,18 +10,18 @@ import json
 
 import pulumi
 
+from components.cluster import GkeCluster, gke_cluster_args
 from components.config import load_stack_config, read_pulumi_config
 from components.cost import estimate_cost
-from components.cluster import GkeCluster, gke_cluster_args
+from components.gpu_capacity import GpuCapacity, gpu_capacity_args
 from components.grpo_job import GrpoJob, grpo_job_args, require_preflight, run_plan
 from components.head_code import head_code_files
-from components.gpu_capacity import GpuCapacity, gpu_capacity_args
 from components.kuberay import KubeRay, kuberay_args
 from components.networks import GpuNetworks, gpu_networks_args
 from components.node_service_account import NodeServiceAccount, node_service_account_args
 from components.project_services import ProjectServices, project_services_args
-from components.storage import SharedStorage, shared_storage_args
 from components.run_spec import spec_from_config
+from components.storage import SharedStorage, shared_storage_args
 
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
 # before any resource exists.

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import yaml
 
@@ -34,7 +33,7 @@ class PodLimit:
                 "data/autopilot-gpu-limits.yaml")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_pod_limits(path: Path = DATA_FILE) -> dict[tuple[str, int], PodLimit]:
     raw = yaml.safe_load(path.read_text())
     limits: dict[tuple[str, int], PodLimit] = {}
@@ -48,11 +47,11 @@ def load_pod_limits(path: Path = DATA_FILE) -> dict[tuple[str, int], PodLimit]:
     return limits
 
 
-def pod_limit_for(gpu_type: str, gpus: int) -> Optional[PodLimit]:
+def pod_limit_for(gpu_type: str, gpus: int) -> PodLimit | None:
     return load_pod_limits().get((gpu_type, gpus))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def general_purpose_ephemeral_storage_gib(path: Path = DATA_FILE) -> float:
     """Ephemeral storage a pod without local SSD may request on Autopilot (the Ray head)."""
     return float(yaml.safe_load(path.read_text())["general_purpose"]["ephemeral_storage_gib"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_gcp as gcp
@@ -126,9 +126,9 @@ class GkeClusterArgs:
     autopilot: bool
     deletion_protection: bool
     cluster: ClusterConfig                 # gke-grpo:cluster (name, access, maintenance, version)
-    head_pool: Optional[HeadPool]    # Standard: the Ray head's CPU pool
+    head_pool: HeadPool | None    # Standard: the Ray head's CPU pool
     storage_kind: str                      # which storage CSI addon to turn on
-    lustre: Optional[LustreStorage]        # the Lustre settings when storage_kind is lustre
+    lustre: LustreStorage | None        # the Lustre settings when storage_kind is lustre
     ray_operator_addon: bool               # KubeRay from GKE's Ray addon (else Helm)
     workload_namespace: str                # the namespace the Ray cluster runs in
     # From GpuNetworks:
@@ -137,13 +137,13 @@ class GkeClusterArgs:
     pod_range_name: str
     service_range_name: str
     # From NodeServiceAccount (None: the nodes' default account, tests only):
-    node_service_account_email: Optional[pulumi.Input[str]] = None
+    node_service_account_email: pulumi.Input[str] | None = None
     node_service_account_grants: Sequence[pulumi.Resource] = ()
     services: Sequence[pulumi.Resource] = ()   # the APIs (ProjectServices) the cluster needs first
 
 
 def gke_cluster_args(config: StackConfig, networks: GpuNetworks,
-                     node_service_account: Optional[NodeServiceAccount] = None,
+                     node_service_account: NodeServiceAccount | None = None,
                      services: Sequence[pulumi.Resource] = ()) -> GkeClusterArgs:
     storage = config.storage
     return GkeClusterArgs(
@@ -169,7 +169,7 @@ class GkeCluster(pulumi.ComponentResource):
     namespace: k8s.core.v1.Namespace
     namespace_name: pulumi.Output[str]
     head_node_selector: dict[str, str]
-    node_service_account_email: Optional[pulumi.Input[str]]   # the GPU pools run as it too
+    node_service_account_email: pulumi.Input[str] | None   # the GPU pools run as it too
     endpoint: pulumi.Output[str]
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):

@@ -16,31 +16,31 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
 from components.config import LustreStorage, StackConfig
-from jobs.run_cost import hourly_rate, parse_price_table
+from jobs.plan.prices import hourly_rate, parse_price_table
 
 PRICES_FILE = Path(__file__).resolve().parent.parent / "data" / "prices.yaml"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_prices(path: Path = PRICES_FILE) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
-def _money(value: Optional[float]) -> Optional[float]:
+def _money(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
-def estimate_cost(config: StackConfig, prices: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def estimate_cost(config: StackConfig, prices: dict[str, Any] | None = None) -> dict[str, Any]:
     prices = prices or load_prices()
     machine = prices["machines"][config.machine_type]
     model = config.gpu.provisioning_model
     nodes = config.gpu.nodes
-    # The rate choice is shared with the run's actual cost (jobs/run_cost.py, job side).
+    # The rate choice is shared with the run's actual cost (jobs/cli/run_cost.py, job side).
     chosen = hourly_rate(parse_price_table({**prices, "machines": {config.machine_type: machine}})
                          .machines[config.machine_type], model)
     rate, source, bound = chosen.per_node_hour, chosen.source, chosen.basis

@@ -13,7 +13,6 @@ Facts relied on, all looked up 2026-12-01 (collected in the project's storage re
 
 from __future__ import annotations
 
-
 from components.config import GcsStorage, quantity_bytes, version_at_least
 
 # --------------------------------------------------------------------------------------------
@@ -46,10 +45,8 @@ STREAMING_WRITES_MIN_GKE = "1.32.1-gke.1753001"
 READ_AHEAD_MIN_GKE = "1.32.2-gke.1297001"
 
 # The sidecar's limits live with the config (its rules size pods with them): re-exported here.
-from components.config.sidecar import (  # noqa: E402, F401
-    AUTOPILOT_SIDECAR_CPU, AUTOPILOT_SIDECAR_MEMORY, EPHEMERAL_HEADROOM_FRACTION,
-    EPHEMERAL_HEADROOM_MIN_GIB, HEAD_SIDECAR_AUTOPILOT, HEAD_SIDECAR_STANDARD, STANDARD_SIDECAR_CPU,
-    STANDARD_SIDECAR_MEMORY, SidecarLimits, gcsfuse_sidecar_limits,
+from components.config.sidecar import (
+    SidecarLimits,
 )
 
 

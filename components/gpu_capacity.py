@@ -10,7 +10,7 @@ component puts on the GPU worker group.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_gcp as gcp
@@ -48,7 +48,7 @@ class GpuCapacityArgs:
     disk_size_gb: int
     # From GkeCluster:
     cluster_name: pulumi.Input[str]
-    node_service_account_email: Optional[pulumi.Input[str]]
+    node_service_account_email: pulumi.Input[str] | None
     # From GpuNetworks: the second gVNIC and the RDMA NICs, in NIC order.
     gvnic_network: gcp.compute.Network
     gvnic_subnet: gcp.compute.Subnetwork

@@ -28,7 +28,7 @@ NVIDIA_MOUNT = "/usr/local/nvidia"
 INIT_CONTAINER_NAME = "gpu-health"
 # The query fields, as `nvidia-smi --help-query-gpu` names them.
 QUERY_FIELDS = "index,uuid,ecc.errors.uncorrected.volatile.total"
-# The worker's Kubernetes node, for the fabric gate's messages (jobs/health.py node_label).
+# The worker's Kubernetes node, for the fabric gate's messages (jobs/head/fabric_gate.py node_label).
 NODE_NAME_ENV = "GKE_GRPO_NODE_NAME"
 TERMINATION_LOG = "/dev/termination-log"
 

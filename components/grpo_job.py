@@ -6,7 +6,7 @@ replaces it, deleting the old RayJob first (its finalizer stops the old Ray job)
 never compete for the same GPUs. Every attempt of a spec writes to and resumes from the run's
 checkpoint directory.
 
-Its entrypoint is the run driver's one shell-safe command (jobs/plan.py RUN_COMMAND); the run's
+Its entrypoint is the run driver's one shell-safe command (jobs/contract/run_plan.py RUN_COMMAND); the run's
 plan (trainer argv, stages, budgets: job.activeDeadlineSeconds, job.gpuWaitSeconds,
 job.maxRestarts) is a file of the head's jobs ConfigMap, not part of the RayJob. A budget change
 updates that file only: the live driver keeps the plan it read, the next attempt reads the new
@@ -20,7 +20,7 @@ The jobs code (driver, GPU wait, data preparation) reaches the head through the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -28,7 +28,7 @@ import yaml
 
 from components.config import NOT_SHOWN, ConfigError, Problem
 from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS
-from jobs.spec import GrpoSpec
+from jobs.contract.spec import GrpoSpec
 
 if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move
     from components.config import JobConfig, StackConfig
@@ -49,7 +49,7 @@ RAY_IMAGE_UID = 1000
 def require_preflight(spec: GrpoSpec) -> None:
     """Run the job preflight before any resource exists: errors stop the program with the
     config's own error (every problem at once, no traceback); warnings are logged."""
-    from jobs.preflight import check
+    from jobs.plan.preflight import check
 
     findings = check(spec)
     errors = [Problem(f.key, NOT_SHOWN, f.message) for f in findings if f.level == "error"]
@@ -63,9 +63,9 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
     """The run plan file (JSON) the driver reads on the head: the rendered trainer, the stages
     and the budgets of gke-grpo:job."""
     from components.health_gate import health_plan
-    from jobs.layout import DATA_LAYOUT
-    from jobs.plan import build_plan
-    from jobs.render import render
+    from jobs.contract.layout import DATA_LAYOUT
+    from jobs.plan.plan_builder import build_plan
+    from jobs.plan.render import render
 
     job = config.job
     return build_plan(spec, render(spec), deadline_seconds=job.active_deadline_seconds,
@@ -73,7 +73,7 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
                       health=health_plan(config, DATA_LAYOUT.run_dir(spec.run_id)),
                       gpu_wait_seconds=job.gpu_wait_seconds,
                       max_restarts=job.max_restarts,
-                      # verl forgets its older checkpoints on every restart (jobs/checkpoints.py)
+                      # verl forgets its older checkpoints on every restart (jobs/head/checkpoints.py)
                       prune_checkpoints_keep=spec.checkpoints_to_keep).to_json()
 
 
@@ -119,10 +119,10 @@ def rayjob_name(spec: GrpoSpec) -> str:
 
 
 def rayjob_spec(spec: GrpoSpec, ray_cluster_name: str,
-                submitter_node_selector: Optional[dict[str, str]] = None) -> dict:
+                submitter_node_selector: dict[str, str] | None = None) -> dict:
     """The RayJob spec (ray.io/v1), validated in tests against the KubeRay 1.7.0 CRD."""
-    from jobs.render import render
-    from jobs.runs import run_entrypoint, submission_metadata
+    from jobs.contract.run_plan import RUN_COMMAND, submission_metadata
+    from jobs.plan.render import render
 
     rendered = render(spec)
     return {
@@ -132,7 +132,7 @@ def rayjob_spec(spec: GrpoSpec, ray_cluster_name: str,
         # The submitter runs `ray job status <id>` and submits only when that fails: a
         # restarted submitter attaches to the attempt instead of starting it twice.
         "jobId": spec.submission_id(),
-        "entrypoint": run_entrypoint(),
+        "entrypoint": RUN_COMMAND,
         "runtimeEnvYAML": yaml.safe_dump(rendered.runtime_env, sort_keys=True),
         # No activeDeadlineSeconds: with clusterSelector KubeRay v1.7.0 marks the RayJob Failed
         # at the deadline and skips all cleanup (rayjob_controller.go "skipping resource
@@ -168,18 +168,18 @@ class GrpoJobArgs:
     enabled: bool                        # gke-grpo:job.enabled: submit the run as a RayJob
     spec: GrpoSpec
     job: JobConfig                       # the budgets named in the update policy
-    health_gate_warning: Optional[str]   # said on every preview when the gate is weakened
+    health_gate_warning: str | None   # said on every preview when the gate is weakened
     # From KubeRay:
     ray_cluster_name: str
     namespace: pulumi.Output[str]
     kubernetes_provider: k8s.Provider
     ray_cluster: pulumi.Resource
     # The submitter runs where the head runs (GkeCluster's head pool; {} on Autopilot).
-    submitter_node_selector: Optional[dict[str, str]] = None
+    submitter_node_selector: dict[str, str] | None = None
 
 
 def grpo_job_args(config: StackConfig, spec: GrpoSpec, kuberay: KubeRay,
-                  submitter_node_selector: Optional[dict[str, str]] = None) -> GrpoJobArgs:
+                  submitter_node_selector: dict[str, str] | None = None) -> GrpoJobArgs:
     from components.health_gate import health_gate_warning
 
     return GrpoJobArgs(
@@ -191,12 +191,12 @@ def grpo_job_args(config: StackConfig, spec: GrpoSpec, kuberay: KubeRay,
 
 
 class GrpoJob(pulumi.ComponentResource):
-    rayjob: Optional[k8s.apiextensions.CustomResource]
+    rayjob: k8s.apiextensions.CustomResource | None
     update_policy: str          # what a config change does to a live run (exported, previewed)
     spec: GrpoSpec
     submission_id: str
 
-    def __init__(self, name: str, args: GrpoJobArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: GrpoJobArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:GrpoJob", name, None, opts)
         if args.health_gate_warning:
             pulumi.log.warn(args.health_gate_warning, resource=self)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import posixpath
 
-from jobs.prepare import HF_TOKEN_FILE
+from jobs.contract.layout import HF_TOKEN_FILE
 
 HF_SECRET_NAME, HF_SECRET_KEY = "hf-secret", "hf_api_token"
 WANDB_SECRET_NAME, WANDB_SECRET_KEY = "wandb-secret", "api_key"

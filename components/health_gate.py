@@ -8,15 +8,15 @@ module or the data file.
 
 from __future__ import annotations
 
-from typing import Optional
 
 from components.config import GcsStorage, LustreStorage, StackConfig
-from jobs.health import GIB, MIB, HealthPlan, StoragePlan, load_health_gates
+from jobs.contract.health import GIB, MIB, HealthPlan, StoragePlan
+from jobs.plan.health_thresholds import load_health_gates
 
 PROBE_DIR = "health-probe"
 
 
-def storage_plan(config: StackConfig, run_dir: str) -> Optional[StoragePlan]:
+def storage_plan(config: StackConfig, run_dir: str) -> StoragePlan | None:
     """The storage probe: checkpoint-sized, written on /data under the run's directory, against
     Lustre's tier x capacity or gcsfuse's published figures."""
     gate = config.job.health_gate
@@ -72,7 +72,7 @@ def health_plan(config: StackConfig, run_dir: str) -> dict:
     return plan.to_dict()
 
 
-def health_gate_warning(config: StackConfig) -> Optional[str]:
+def health_gate_warning(config: StackConfig) -> str | None:
     """What `pulumi preview/up` says when the gate will not stop a bad fabric."""
     mode = config.job.health_gate.mode
     if mode == "off":

@@ -9,7 +9,7 @@ so `pulumi preview` shows it, tests validate it and a reviewer diffs it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_gcp as gcp
@@ -18,9 +18,18 @@ import pulumi_kubernetes as k8s
 from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS, head_code_mount
 from components.kuberay_crds import crd_files
 from components.ray_cluster_updates import replacement_message, replacement_options
-from components.ray_pods import (DASHBOARD_PORT, GIB_HOST_DIR, GVNIC_NETWORK, METRICS_PORT,
-                                 NVIDIA_HOST_DIR, RayPodsArgs, ray_cluster_spec, rdma_network,
-                                 WorkerResources, worker_resources)
+from components.ray_pods import (
+    DASHBOARD_PORT,
+    GIB_HOST_DIR,
+    GVNIC_NETWORK,
+    METRICS_PORT,
+    NVIDIA_HOST_DIR,
+    RayPodsArgs,
+    WorkerResources,
+    ray_cluster_spec,
+    rdma_network,
+    worker_resources,
+)
 from components.versions import ImageRow, load_versions
 
 if TYPE_CHECKING:
@@ -45,7 +54,7 @@ TOKEN_AUTH_MIN_KUBERAY = (1, 6, 0)
 TOKEN_AUTH_MIN_RAY = (2, 52, 0)
 
 
-def token_auth_support(operator: str, helm_chart_version: Optional[str], row: ImageRow) -> tuple[bool, str]:
+def token_auth_support(operator: str, helm_chart_version: str | None, row: ImageRow) -> tuple[bool, str]:
     """Whether KubeRay token authentication can be on, and why (not)."""
     if operator == "addon":
         return False, ("KubeRay token authentication is off: the GKE Ray addon's KubeRay "
@@ -66,8 +75,8 @@ def token_auth_support(operator: str, helm_chart_version: Optional[str], row: Im
 @dataclass(frozen=True)
 class KubeRayArgs:
     operator: str                        # "addon" (GKE's Ray addon) or "helm"
-    operator_namespace: Optional[str]    # the addon operator's namespace, when known
-    helm_chart_version: Optional[str]    # helm only
+    operator_namespace: str | None    # the addon operator's namespace, when known
+    helm_chart_version: str | None    # helm only
     workload_namespace: str              # the namespace's name, for commands and URLs
     ray_cluster_name: str
     image_row: ImageRow                  # the framework image and its Ray version
@@ -82,12 +91,13 @@ class KubeRayArgs:
     rdma_network: gcp.compute.Network
     rdma_subnets: list[gcp.compute.Subnetwork]
     # From GpuCapacity (Standard: the RayCluster waits for the pool) and SharedStorage:
-    gpu_node_pool: Optional[pulumi.Resource]
+    gpu_node_pool: pulumi.Resource | None
     storage_claims: list[pulumi.Resource]
     # Secrets and the head's code:
     hf_token: pulumi.Input[str]
-    wandb_api_key: Optional[pulumi.Input[str]] = None
-    head_code: Optional[dict[str, str]] = None
+    wandb_api_key: pulumi.Input[str] | None = None
+    # The head's jobs ConfigMap as (data, binaryData): components/head_code.py head_code_files.
+    head_code: tuple[dict[str, str], dict[str, str]] | None = None
 
 
 def image_row(config: StackConfig) -> ImageRow:
@@ -101,8 +111,8 @@ def image_row(config: StackConfig) -> ImageRow:
 
 def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeCluster,
                  capacity: GpuCapacity, storage: SharedStorage, hf_token: pulumi.Input[str],
-                 wandb_api_key: Optional[pulumi.Input[str]] = None,
-                 head_code: Optional[dict[str, str]] = None) -> KubeRayArgs:
+                 wandb_api_key: pulumi.Input[str] | None = None,
+                 head_code: tuple[dict[str, str], dict[str, str]] | None = None) -> KubeRayArgs:
     row = image_row(config)
     sidecar_cpu, sidecar_memory_gib = storage.pods.sidecar_budget
     worker = worker_resources(config.shape, config.kuberay.worker, autopilot=config.autopilot,
@@ -132,7 +142,7 @@ def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeClus
 
 
 class KubeRay(pulumi.ComponentResource):
-    operator: Optional[k8s.helm.v3.Release]
+    operator: k8s.helm.v3.Release | None
     ray_cluster: k8s.apiextensions.CustomResource
     ray_cluster_name: str
     namespace: pulumi.Output[str]
@@ -142,14 +152,14 @@ class KubeRay(pulumi.ComponentResource):
     token_auth: bool
     token_auth_message: str
     hf_secret: k8s.core.v1.Secret
-    wandb_secret: Optional[k8s.core.v1.Secret]
+    wandb_secret: k8s.core.v1.Secret | None
     provider: k8s.Provider               # GrpoJob's RayJob uses the same provider
     row: ImageRow                        # the framework image the Ray pods run
     worker: WorkerResources              # the GPU worker's size, as the RayCluster asks for it
     crds: list[k8s.yaml.v2.ConfigGroup]  # helm only: the vendored CRDs
     network_policy: k8s.networking.v1.NetworkPolicy
 
-    def __init__(self, name: str, args: KubeRayArgs, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, args: KubeRayArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:KubeRay", name, None, opts)
         self._provider = args.kubernetes_provider
         self.provider = args.kubernetes_provider
@@ -236,7 +246,8 @@ class KubeRay(pulumi.ComponentResource):
             code = k8s.core.v1.ConfigMap(
                 f"{name}-jobs-code",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=HEAD_CODE_CONFIGMAP, namespace=namespace),
-                data=args.head_code,
+                data=args.head_code[0],
+                binary_data=args.head_code[1],
                 opts=self._k8s())
             head_volumes, head_mounts, head_env = head_code_mount()
             code_dependencies = [code]

@@ -22,7 +22,6 @@ a worker without RDMA never joins the cluster.
 from __future__ import annotations
 
 import shlex
-from typing import Optional
 
 RECREATE_MIN_KUBERAY = (1, 6, 0)
 # Changing these replaces the RayCluster under the addon (its pods are rebuilt from them).
@@ -33,14 +32,14 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 
-def upgrade_strategy(operator: str, helm_chart_version: Optional[str]) -> Optional[dict]:
+def upgrade_strategy(operator: str, helm_chart_version: str | None) -> dict | None:
     """``spec.upgradeStrategy`` of the RayCluster: Recreate with KubeRay >= 1.6 from Helm."""
     if operator == "helm" and helm_chart_version and _version(helm_chart_version) >= RECREATE_MIN_KUBERAY:
         return {"type": "Recreate"}
     return None
 
 
-def replacement_options(operator: str, helm_chart_version: Optional[str]) -> dict:
+def replacement_options(operator: str, helm_chart_version: str | None) -> dict:
     """Extra resource options of the RayCluster: without Recreate, a pod template change
     replaces it (the same name: delete first)."""
     if upgrade_strategy(operator, helm_chart_version) is not None:
@@ -48,7 +47,7 @@ def replacement_options(operator: str, helm_chart_version: Optional[str]) -> dic
     return {"replace_on_changes": list(POD_TEMPLATE_PATHS), "delete_before_replace": True}
 
 
-def replacement_message(operator: str, helm_chart_version: Optional[str], name: str) -> Optional[str]:
+def replacement_message(operator: str, helm_chart_version: str | None, name: str) -> str | None:
     if upgrade_strategy(operator, helm_chart_version) is not None:
         return None
     return (f"RayCluster {name}: the GKE Ray addon's KubeRay version is not published, so "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from components.head_credentials import head_secret_env, hf_token_file_volume
 from components.kuberay_limits import worker_size_limit
@@ -137,7 +137,7 @@ class RayPodsArgs:
     nccl_tuner_file: str
     rdma_nics: int
     operator: str                    # "addon" or "helm": decides the upgrade strategy
-    helm_chart_version: Optional[str]
+    helm_chart_version: str | None
     # From GkeCluster, GpuCapacity and SharedStorage:
     head_node_selector: dict[str, str]
     gpu_node_selector: dict[str, str]

@@ -2,36 +2,31 @@
 
     spec_from_config(config) -> GrpoSpec          # the run the stack's job config describes
     load_stack_file(stack, config_file=None) -> StackConfig   # Pulumi.<stack>.yaml, offline
-    python -m components.run_spec STACK [--config-file FILE]  # the spec as JSON on stdout
 
-It lives in components/ because it reads the stack config models; jobs/ (which runs on the Ray
-head without Pulumi) gets the spec from the deployed stack's output runSpec, or offline from this
-module run as a subprocess (jobs/preflight.py) - never by importing it.
+It lives in components/ because it reads the stack config models. The jobs CLI (jobs/ imports
+nothing of components/) gets the spec from the deployed stack's output runSpec, or offline from
+the command `python -m tools.run_spec STACK` (tools/run_spec.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
-from typing import Optional
 
 from components.config import OFFLINE_SECRET_KEYS, ConfigError, StackConfig, load_stack_config
 from components.versions import load_versions
-from jobs.config_file import ConfigFileError, read_stack_file
-from jobs.spec import GrpoSpec
+from jobs.contract.spec import GrpoSpec
+from jobs.plan.stack_file import ConfigFileError, read_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
-EXIT_OK, EXIT_INVALID_CONFIG = 0, 2
 
 
 class StackFileError(Exception):
     """The stack file is unreadable or its config invalid; the message names every problem."""
 
 
-def load_stack_file(stack: str, config_file: Optional[str | Path] = None) -> StackConfig:
+def load_stack_file(stack: str, config_file: str | Path | None = None) -> StackConfig:
     """The validated StackConfig of Pulumi.<stack>.yaml (or config_file), without Pulumi: the
-    declared secret keys get the offline placeholder (jobs/config_file.py)."""
+    declared secret keys get the offline placeholder (jobs/plan/stack_file.py)."""
     path = Path(config_file) if config_file else ROOT / f"Pulumi.{stack}.yaml"
     try:
         raw, secret_keys = read_stack_file(path, OFFLINE_SECRET_KEYS)
@@ -81,26 +76,3 @@ def spec_from_config(config: StackConfig) -> GrpoSpec:
         sequence_packing=job.sequence_packing,
         attempt=job.attempt, memory_check=job.memory_check,
     )
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    """Print the spec of a stack file as JSON (GrpoSpec.to_json); its problems on stderr, exit 2."""
-    parser = argparse.ArgumentParser(prog="python -m components.run_spec",
-                                     description="The run spec a stack file describes, as JSON.")
-    parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml unless --config-file")
-    parser.add_argument("--config-file", type=Path, help="a stack file to read instead")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return EXIT_INVALID_CONFIG if exit_.code else EXIT_OK
-    try:
-        config = load_stack_file(args.stack, args.config_file)
-    except StackFileError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INVALID_CONFIG
-    print(spec_from_config(config).to_json())
-    return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,20 +31,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from jobs.layout import DATA_LAYOUT, MOUNT_PATH, DataLayout
-from components.config import GcsStorage, LustreStorage, StackConfig, quantity_bytes  # noqa: F401
+from components.config import GcsStorage, LustreStorage, StackConfig
+from jobs.contract.layout import DATA_LAYOUT, MOUNT_PATH, DataLayout
 
 # --------------------------------------------------------------------------------------------
 # What pods see: one volume, one mount path, one layout under it.
 # --------------------------------------------------------------------------------------------
 
-# The layout under the mount lives in jobs/layout.py: the job code that runs on the Ray head
+# The layout under the mount lives in jobs/contract/layout.py: the job code that runs on the Ray head
 # reads it there without importing Pulumi.
 # The pod volume and the PVC share a name: a reader of a pod spec finds the claim at once.
 VOLUME_NAME = "shared-data"
@@ -56,31 +55,16 @@ SERVICE_ACCOUNT_NAME = "grpo-workload"
 
 # Cloud Storage FUSE: pure functions in components/gcsfuse.py, re-exported here for the config
 # rules and the tests that import them from this module.
-from components.gcsfuse import (  # noqa: F401, E402
-    GCSFUSE_DRIVER,
+from components.gcsfuse import (
     BUCKET_ROLE,
     GCS_NOMINAL_CAPACITY,
-    WRITE_BLOCK_MIB,
-    UNLIMITED_MEMORY_WRITE_BLOCKS,
-    STAT_CACHE_MIB,
-    TYPE_CACHE_MIB,
-    RENAME_DIR_LIMIT,
-    READ_AHEAD_KB,
-    STREAMING_WRITES_MIN_GKE,
-    READ_AHEAD_MIN_GKE,
-    STANDARD_SIDECAR_CPU,
-    STANDARD_SIDECAR_MEMORY,
-    AUTOPILOT_SIDECAR_CPU,
-    AUTOPILOT_SIDECAR_MEMORY,
-    EPHEMERAL_HEADROOM_MIN_GIB,
-    EPHEMERAL_HEADROOM_FRACTION,
-    SidecarLimits,
-    gcsfuse_sidecar_limits,
-    HEAD_SIDECAR_STANDARD,
+    GCSFUSE_DRIVER,
     HEAD_SIDECAR_AUTOPILOT,
-    gcsfuse_pod_annotations,
-    write_global_max_blocks,
+    HEAD_SIDECAR_STANDARD,
+    SidecarLimits,
     gcsfuse_mount_options,
+    gcsfuse_pod_annotations,
+    gcsfuse_sidecar_limits,
 )
 
 
@@ -146,13 +130,13 @@ class SharedStorageArgs:
     cluster_name: str              # names the PVs (cluster-scoped objects)
     gke_version: str               # gates gcsfuse mount options
     kind: str                      # "gcs" or "lustre"
-    gcs: Optional[GcsStorage]
-    lustre: Optional[LustreStorage]
-    bucket_name: Optional[str]                   # gcs only
+    gcs: GcsStorage | None
+    lustre: LustreStorage | None
+    bucket_name: str | None                   # gcs only
     soft_delete_retention_days: int              # gcs only
-    lustre_instance_id: Optional[str]            # lustre only, as are the four below
-    lustre_peering_address: Optional[str]
-    lustre_peering_prefix_length: Optional[int]
+    lustre_instance_id: str | None            # lustre only, as are the four below
+    lustre_peering_address: str | None
+    lustre_peering_prefix_length: int | None
     lustre_range_name: str
     lustre_firewall_name: str
     # From GpuNetworks and GkeCluster:

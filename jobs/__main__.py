@@ -1,7 +1,7 @@
-"""``python -m jobs ...``: the jobs CLI (jobs/cli.py)."""
+"""``python -m jobs ...``: the jobs CLI (jobs/cli/main.py)."""
 
 import sys
 
-from jobs.cli import main
+from jobs.cli.main import main
 
 sys.exit(main())

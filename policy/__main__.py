@@ -13,9 +13,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
-
-from rules import POLICIES  # noqa: E402
+from pulumi_policy import EnforcementLevel, PolicyPack
+from rules import POLICIES
 
 PACK_NAME = "gke-grpo-guardrails"
 

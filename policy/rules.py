@@ -14,7 +14,7 @@ Sequence interfaces. A thin adapter (`sdk_validate`) turns a check into the call
 
 This module runs in the policy pack's own virtualenv (policy/venv: pulumi, pulumi-policy),
 which has none of the program's dependencies: it imports nothing from the program. The
-credential rule (jobs/credentials.py) and the pinned-image rule (jobs/image_refs.py) are the
+credential rule (jobs/contract/credentials.py) and the pinned-image rule (jobs/plan/image_refs.py) are the
 program's own, both standard library only, loaded by path so that each is one rule.
 
 The rules:
@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import yaml
 from pulumi_policy import (
@@ -50,30 +51,18 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
+# The credential and pinned-image rules are the program's own, imported from the repository this
+# pack runs in: the preview, preflight, the jobs CLI and this pack judge names, values and tags
+# with one rule each. The pack runs in its own virtualenv with none of the program's dependencies,
+# so it may take only standard-library modules of the program: exactly PROGRAM_MODULES, which
+# policy/tests/test_program_modules.py checks (nothing else of jobs/ gets loaded).
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _REPOSITORY not in sys.path:
+    sys.path.insert(0, _REPOSITORY)
+PROGRAM_MODULES = ("jobs.contract.credentials", "jobs.plan.image_refs")
 
-# The credential and pinned-image rules are the program's own (jobs/credentials.py,
-# jobs/image_refs.py), loaded by path: this pack runs in its own virtualenv and imports nothing of
-# the program, but names, values and tags must be judged exactly as the preview, preflight and the
-# jobs CLI judge them (one rule, one module).
-_JOBS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs")
-
-
-def _load_program_module(file_name: str):
-    import importlib.util
-
-    path = os.path.join(_JOBS_DIR, file_name)
-    spec = importlib.util.spec_from_file_location(f"gke_grpo_{file_name[:-3]}", path)
-    if spec is None or spec.loader is None or not os.path.isfile(path):
-        raise ImportError(f"the rule {path} is missing: the policy pack runs from a checkout of "
-                          "the gke-grpo repository")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-credentials = _load_program_module("credentials.py")
-image_refs = _load_program_module("image_refs.py")
-
+from jobs.contract import credentials
+from jobs.plan import image_refs
 
 Check = Callable[[str, Mapping, str, str, bool, str], list]
 
@@ -122,7 +111,7 @@ def stack_of(urn: str) -> str:
     return os.environ.get("PULUMI_STACK", "")
 
 
-def _k8s_kind(resource_type: str) -> tuple[Optional[str], Optional[str]]:
+def _k8s_kind(resource_type: str) -> tuple[str | None, str | None]:
     """kubernetes:apps/v1:Deployment -> ("apps", "Deployment"); core -> ("core", ...).
     (None, None) for anything that is not a Kubernetes object. *Patch types count as their
     kind: a patch can set the same fields."""
@@ -455,12 +444,12 @@ _ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=
 
 
 def credential_name(name: str) -> bool:
-    """Whether an env var name says it holds a credential (jobs/credentials.py)."""
+    """Whether an env var name says it holds a credential (jobs/contract/credentials.py)."""
     return credentials.looks_like_secret_name(name)
 
 
-def secret_looking(value: str) -> Optional[str]:
-    """What kind of credential a string contains, or None (jobs/credentials.py)."""
+def secret_looking(value: str) -> str | None:
+    """What kind of credential a string contains, or None (jobs/contract/credentials.py)."""
     return credentials.secret_value_kind(value)
 
 

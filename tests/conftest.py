@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tools.preview import PreviewResult, read_config_file, run_with_config  # noqa: E402
+from tools.preview import PreviewResult, read_config_file, run_with_config
 
 SHARED = ROOT.parent / "shared"
 IN_CI = os.environ.get("CI") == "true"

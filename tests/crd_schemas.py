@@ -32,7 +32,7 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator(file_name: str) -> jsonschema.Validator:
     path = SCHEMA_DIR / file_name
     if not path.exists():

@@ -17,7 +17,6 @@ from kubernetes_validate import utils as kv_utils
 from packaging.version import Version
 
 # Re-exported: the tests build manifests the way the scan does.
-from tools.preview import manifest_from_registration  # noqa: F401
 
 _MINOR = re.compile(r"^v?(\d+)\.(\d+)(?:\..*)?$")
 

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from components.config import OFFLINE_SECRET_KEYS, ConfigError, load_stack_config
-from jobs.config_file import ConfigFileError, read_stack_file
-from jobs.preflight import check
 from components.run_spec import spec_from_config
+from jobs.plan.preflight import check
+from jobs.plan.stack_file import ConfigFileError, read_stack_file
 from tests.conftest import ROOT
 from tools.hostile_files import PLANTED_TOKEN
 from tools.preview import render_json, run_with_config
@@ -248,8 +248,9 @@ def test_mutated_files_through_the_cli_and_preflight(tmp_path_factory, data):
     import contextlib
     import io
 
-    from jobs import cli, preflight
-    from jobs.runs import RetryPolicy
+    from jobs.cli import main as cli
+    from jobs.cli import preflight as preflight_cli
+    from jobs.cli.ray_jobs import RetryPolicy
 
     path = tmp_path_factory.getbasetemp() / "Pulumi.mutated-cli.yaml"
     path.write_bytes(data)
@@ -262,7 +263,7 @@ def test_mutated_files_through_the_cli_and_preflight(tmp_path_factory, data):
     _no_token(printed)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = preflight.main(["--stack", "dev", "--config-file", str(path)])
+        code = preflight_cli.main(["--stack", "dev", "--config-file", str(path)])
     assert code in (0, 2)
     printed = out.getvalue() + err.getvalue()
     assert "Traceback" not in printed

@@ -90,4 +90,4 @@ def test_every_docs_page_is_reachable_from_the_readme():
 
 def test_the_readme_links_the_pages_made_elsewhere():
     linked = {(README.parent / t.partition("#")[0]).resolve() for t in relative_links(README)}
-    assert CREATED_ELSEWHERE <= linked
+    assert linked >= CREATED_ELSEWHERE

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from jobs.versions import image_reference_problem, load_versions
+from jobs.plan.versions import image_reference_problem, load_versions
 from tests.conftest import ROOT
 from tools.golden import golden_path
 
@@ -54,7 +54,7 @@ def test_every_image_the_program_deploys_is_pinned():
 def test_the_program_reads_the_same_table():
     """components/versions.py re-exports the jobs/ reader: one table, one loader."""
     import components.versions as program_side
-    import jobs.versions as job_side
+    import jobs.plan.versions as job_side
 
     assert program_side.load_versions is job_side.load_versions
     assert program_side.VERSIONS_FILE == job_side.VERSIONS_FILE

@@ -39,7 +39,7 @@ RAY = str(Path(PY).with_name("ray"))
 GCS = "127.0.0.1:6379"
 DASHBOARD = "http://127.0.0.1:8265"
 GPUS = 2
-POLL = 2.0   # the plan's default GPU poll (jobs/plan.py DEFAULT_GPU_POLL_SECONDS), for both orders
+POLL = 2.0   # the plan's default GPU poll (jobs/contract/run_plan.py DEFAULT_GPU_POLL_SECONDS), for both orders
 
 
 def _ray_env() -> dict[str, str]:
@@ -102,8 +102,8 @@ def _wait_job(submission_id: str, timeout: float = 180) -> str:
     deadline = time.monotonic() + timeout
     while True:
         status = str(client.get_job_status(submission_id))
-        if status.split(".")[-1] in ("SUCCEEDED", "FAILED", "STOPPED") or time.monotonic() > deadline:
-            return status.split(".")[-1]
+        if status.rsplit(".", maxsplit=1)[-1] in ("SUCCEEDED", "FAILED", "STOPPED") or time.monotonic() > deadline:
+            return status.rsplit(".", maxsplit=1)[-1]
         time.sleep(0.2)
 
 
@@ -111,7 +111,7 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
              join_after: float) -> dict:
     from ray.job_submission import JobSubmissionClient
 
-    from jobs.plan import Command, RunPlan
+    from jobs.contract.run_plan import Command, RunPlan
 
     work.mkdir(parents=True)
     start_head()
@@ -131,7 +131,7 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
             entrypoint = f"{PY} -m jobs.run --plan {work / 'plan.json'}"
         else:
             import shlex
-            entrypoint = (f"{PY} -m jobs.wait_for_gpus --gpus {GPUS} --timeout-seconds 120 "
+            entrypoint = (f"{PY} -m jobs.head.gpu_wait --gpus {GPUS} --timeout-seconds 120 "
                           f"--poll-seconds {POLL} && {shlex.join(staging_cmd)} && "
                           f"{shlex.join([PY, '-c', _trainer_code(trainer_marker)])}")
         submitted = time.time()

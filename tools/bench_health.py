@@ -1,4 +1,4 @@
-"""Benchmark: the fabric health gate's own overhead (jobs/health.py fabric_gate) on a real Ray
+"""Benchmark: the fabric health gate's own overhead (jobs/head/fabric_gate.py fabric_gate) on a real Ray
 cluster, gloo on CPU: how long the gate takes beyond the collectives it times. Prints figures;
 asserts nothing.
 
@@ -39,7 +39,8 @@ def _ray(*args: str) -> None:
 def inside(args: argparse.Namespace) -> int:
     import ray
 
-    from jobs.health import HealthPlan, fabric_gate
+    from jobs.contract.health import HealthPlan
+    from jobs.head.fabric_gate import fabric_gate
 
     started = time.monotonic()
     _ray("--head", "--port=6379", f"--num-cpus={args.gpus_per_node}", f"--num-gpus={args.gpus_per_node}",

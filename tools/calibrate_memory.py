@@ -1,5 +1,5 @@
 """GPU benchmark (not a test): peak memory of one GRPO-style training step on one GPU, for the
-memory planner (jobs/memory_plan.py). Writes data/memory-calibration-<gpu>.json.
+memory planner (jobs/plan/gpu_memory.py). Writes data/memory-calibration-<gpu>.json.
 
     python3 tools/calibrate_memory.py --out data/memory-calibration-h200.json   # on one H200
     python3 tools/calibrate_memory.py --smoke --out /tmp/smoke.json             # CPU, tiny model
@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 # Qwen2.5 config.json values (Hugging Face Qwen/Qwen2.5-*-Instruct, also data/model-shapes.yaml;
-# tests/jobs/test_memory_plan.py checks the two agree). layers_run: the layer count measured.
+# tests/jobs/plan/test_gpu_memory.py checks the two agree). layers_run: the layer count measured.
 MODELS = [
     {"model": "Qwen/Qwen2.5-0.5B-Instruct", "hidden_size": 896, "intermediate_size": 4864,
      "layers": 24, "attention_heads": 14, "kv_heads": 2, "vocab_size": 151936,
@@ -99,7 +99,7 @@ def log(*args) -> None:
 
 
 def environment(torch, transformers) -> dict:
-    env = {"date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    env = {"date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
            "python": platform.python_version(), "torch": torch.__version__,
            "transformers": transformers.__version__, "torch_cuda": torch.version.cuda,
            "hostname_kernel": platform.release()}

@@ -13,8 +13,9 @@ import argparse
 import json
 import sys
 import typing
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema

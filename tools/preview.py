@@ -12,8 +12,8 @@ stderr, nothing on stdout, and exits 2.
 from __future__ import annotations
 
 import argparse
-import copy
 import contextvars
+import copy
 import json
 import logging
 import os
@@ -22,9 +22,8 @@ import runpy
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from jobs.config_file import SECRET_PLACEHOLDER  # noqa: F401  (re-exported: tests import it from here)
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gke-grpo"
@@ -34,7 +33,7 @@ _SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 _RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
 _SIG_KEY = "4dabf18193072939515e22adb298388d"
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
-# SECRET_PLACEHOLDER (jobs/config_file.py) stands in for a `secure:` value it cannot decrypt.
+# SECRET_PLACEHOLDER (jobs/plan/stack_file.py) stands in for a `secure:` value it cannot decrypt.
 
 EXIT_OK, EXIT_ERROR, EXIT_INVALID_CONFIG = 0, 1, 2
 
@@ -48,7 +47,7 @@ class Registration:
     urn: str
     type: str
     name: str
-    parent: Optional[str]
+    parent: str | None
     custom: bool
     protect: bool
     dependencies: list[str]
@@ -74,7 +73,7 @@ class PreviewResult:
     resources: list[Registration]
     outputs: dict[str, Any]
     problems: list[Any]          # components.config.Problem, when the config is invalid
-    error: Optional[str]         # the message printed for an invalid config or a failed run
+    error: str | None         # the message printed for an invalid config or a failed run
     unknown_inputs: list[str]    # "<urn> <path>" of every input left unknown
     register_calls: int          # RegisterResource calls other than the stack's own
 
@@ -116,6 +115,25 @@ def _clean(value: Any, path: str, unknowns: list[str], reveal: bool) -> Any:
     return value
 
 
+def _digest_binary_data(type_: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """A ConfigMap's binaryData shown as ``sha256:<hex> (<n> bytes)`` of each decoded value: the
+    head's code archive (components/head_code.py) is large, opaque base64, and a review wants to
+    see only whether it changed. The registration's raw inputs keep the value itself."""
+    binary = inputs.get("binaryData")
+    if type_ != "kubernetes:core/v1:ConfigMap" or not isinstance(binary, dict):
+        return inputs
+    import base64
+    import hashlib
+
+    shown = {}
+    for key, value in binary.items():
+        if isinstance(value, str) and value not in (SECRET_MASK, "[unknown]"):
+            data = base64.b64decode(value)
+            value = f"sha256:{hashlib.sha256(data).hexdigest()} ({len(data)} bytes)"
+        shown[key] = value
+    return {**inputs, "binaryData": shown}
+
+
 def _make_monitor_class():
     from google.protobuf import json_format
     from pulumi.runtime.mocks import MockMonitor
@@ -130,7 +148,7 @@ def _make_monitor_class():
             self.registrations: list[Registration] = []
             self.unknown_inputs: list[str] = []
             self.stack_outputs: dict[str, Any] = {}
-            self.stack_urn: Optional[str] = None
+            self.stack_urn: str | None = None
 
         def make_urn(self, parent: str, type_: str, name: str) -> str:
             # The engine leaves the root stack's type out of its children's URNs; so do we,
@@ -146,7 +164,7 @@ def _make_monitor_class():
                 return response
             wire = json_format.MessageToDict(request.object)
             unknowns: list[str] = []
-            inputs = _clean(wire, "", unknowns, reveal=False)
+            inputs = _digest_binary_data(request.type, _clean(wire, "", unknowns, reveal=False))
             raw = _clean(wire, "", [], reveal=True)
             self.unknown_inputs.extend(f"{response.urn} {path}" for path in unknowns)
             self.registrations.append(Registration(
@@ -192,10 +210,10 @@ def manifest_from_registration(type_token: str, inputs: dict[str, Any]) -> dict[
 
 def read_config_file(path: Path) -> tuple[dict[str, str], set[str]]:
     """A Pulumi.<stack>.yaml -> (config map as the engine hands it to the program, secret keys),
-    read by the one stack-file reader (jobs/config_file.py: size cap, UTF-8, no aliases, bounded
+    read by the one stack-file reader (jobs/plan/stack_file.py: size cap, UTF-8, no aliases, bounded
     depth, no duplicate keys) that preflight and the jobs CLI use too."""
     from components.config import OFFLINE_SECRET_KEYS
-    from jobs.config_file import ConfigFileError, read_stack_file
+    from jobs.plan.stack_file import ConfigFileError, read_stack_file
 
     try:
         return read_stack_file(path, OFFLINE_SECRET_KEYS)
@@ -208,7 +226,7 @@ def read_config_file(path: Path) -> tuple[dict[str, str], set[str]]:
 # ------------------------------------------------------------------------------------------
 
 
-def run_preview(stack: str, config_file: Optional[Path] = None) -> PreviewResult:
+def run_preview(stack: str, config_file: Path | None = None) -> PreviewResult:
     """Run ``__main__.py`` for STACK under mocks and return what was registered."""
     path = config_file or ROOT / f"Pulumi.{stack}.yaml"
     raw, secret_keys = read_config_file(Path(path))
@@ -247,7 +265,7 @@ def _run_in_fresh_context(stack: str, raw: dict[str, str], secret_keys: set[str]
     runtime_config.set_all_config(dict(raw), sorted(secret_keys))
 
     problems: list[Any] = []
-    error: Optional[str] = None
+    error: str | None = None
 
     def program() -> None:
         runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
@@ -282,7 +300,7 @@ def _display_type(token: str) -> str:
 
 def render_tree(result: PreviewResult) -> str:
     stack_urn = f"urn:pulumi:{result.stack}::{PROJECT}::pulumi:pulumi:Stack::{PROJECT}-{result.stack}"
-    children: dict[Optional[str], list[Registration]] = {}
+    children: dict[str | None, list[Registration]] = {}
     for r in result.resources:
         children.setdefault(r.parent or stack_urn, []).append(r)
     rows: list[tuple[str, str, str]] = [("", "pulumi:pulumi:Stack", f"{PROJECT}-{result.stack}")]
@@ -315,7 +333,7 @@ def render_json(result: PreviewResult) -> str:
     return json.dumps(result.document(), indent=2, sort_keys=True) + "\n"
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.preview", description=__doc__.split("\n\n")[0])
     parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml unless --config-file")
     parser.add_argument("--config-file", type=Path, help="a stack file to use instead")
@@ -327,10 +345,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except PreviewInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
-    except Exception as err:  # noqa: BLE001 - a bug: one line, nothing secret (GKE_GRPO_DEBUG=1: traceback)
+    except Exception as err:
         if os.environ.get("GKE_GRPO_DEBUG") == "1":
             raise
-        from jobs.credentials import redact
+        from jobs.contract.credentials import redact
         print(f"error: internal error ({type(err).__name__}: {redact(err)[:300]}); this is a bug "
               "of the program: rerun with GKE_GRPO_DEBUG=1 for the traceback", file=sys.stderr)
         return EXIT_ERROR

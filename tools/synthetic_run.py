@@ -1,6 +1,6 @@
 """A synthetic run directory in the run driver's format, for the report's documentation
-screenshot and the CLI tests: events.jsonl and restarts.jsonl (jobs/timeline.py) and TensorBoard
-event files with the frameworks' own tags (jobs/metrics.py), written with TensorBoard's own
+screenshot and the CLI tests: events.jsonl and restarts.jsonl (jobs/contract/records.py) and TensorBoard
+event files with the frameworks' own tags (jobs/cli/metrics.py), written with TensorBoard's own
 event file writer the way torch's SummaryWriter.add_scalar writes them (a Summary.Value with
 ``simple_value``, torch/utils/tensorboard/summary.py scalar()).
 
@@ -16,12 +16,12 @@ import argparse
 import json
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
-from jobs.metrics import FRAMEWORK_TAGS, NEMO_RL_VAL_TAG
-from jobs.timeline import EVENTS_FILE, RESTARTS_FILE, tensorboard_dir
+from jobs.cli.metrics import FRAMEWORK_TAGS, NEMO_RL_VAL_TAG
+from jobs.contract.records import EVENTS_FILE, RESTARTS_FILE, tensorboard_dir
 
 VERL_VAL_TAG = "val-core/openai/gsm8k/reward/mean@1"
 

@@ -4,7 +4,7 @@ default, as shipped by the verl version of data/versions.yaml.
     python -m tools.verl_snapshot            # (re)write data/verl-<version>-config.json
     python -m tools.verl_snapshot --check    # regenerate in memory; exit 1 with a diff on drift
 
-Preflight (jobs/preflight.py) reads the committed JSON to check gke-grpo:job.extraOverrides
+Preflight (jobs/plan/preflight) reads the committed JSON to check gke-grpo:job.extraOverrides
 without verl installed (it runs inside ``pulumi up``, which must stay fast and light).
 
 verl must be installed the way the Makefile's setup does it: ``pip install verl==<v> --no-deps``
@@ -26,7 +26,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "data"
@@ -46,7 +46,7 @@ def verl_version() -> str:
     return load_versions().for_framework("verl").framework_version
 
 
-def snapshot_path(version: Optional[str] = None) -> Path:
+def snapshot_path(version: str | None = None) -> Path:
     return DATA_DIR / f"verl-{version or verl_version()}-config.json"
 
 
@@ -129,7 +129,7 @@ def render(snapshot: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.verl_snapshot", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true",

@@ -21,7 +21,7 @@ class GkeVersionGates:
     lustre_csi: str             # the Lustre CSI driver addon
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_gke_version_gates(path: Path = GATES_FILE) -> GkeVersionGates:
     data = yaml.safe_load(path.read_text())
     return GkeVersionGates(**{name: str(data[name]["value"]) for name in (

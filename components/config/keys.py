@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 from components.config.models import (
-    ClusterConfig, GpuConfig, JobConfig, KubeRayConfig, NetworkConfig, StorageConfig, _Area,
+    ClusterConfig,
+    GpuConfig,
+    JobConfig,
+    KubeRayConfig,
+    NetworkConfig,
+    StorageConfig,
+    _Area,
 )
 from components.config.problems import PROJECT
 
@@ -19,7 +25,7 @@ AREAS: dict[str, type[_Area]] = {
 REQUIRED_AREAS = ("cluster", "gpu", "storage", "kuberay", "job")
 SECRET_KEYS = {"hfToken": True, "wandbApiKey": False}  # key -> required
 # The required secrets the offline readers (preview, preflight, jobs CLI) stand in for when a
-# stack file does not set them (jobs/config_file.py read_stack_file).
+# stack file does not set them (jobs/plan/stack_file.py read_stack_file).
 OFFLINE_SECRET_KEYS = tuple(f"{PROJECT}:{name}" for name, required in SECRET_KEYS.items() if required)
 SCALAR_KEYS = {"environment"}
 # Keys of other namespaces this program reads; `gcp:*` provider settings beyond these are

@@ -31,7 +31,7 @@ class ConfigLimits:
         return ", ".join(sorted(self.head_machine_vcpus)) + " (with their vCPU counts)"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_config_limits(path: Path = LIMITS_FILE) -> ConfigLimits:
     data = yaml.safe_load(path.read_text())
     return ConfigLimits(

@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, NamedTuple, Optional
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from components.config.keys import AREAS, REQUIRED_AREAS, SCALAR_KEYS, SECRET_KEYS
 from components.config.models import (
-    ClusterConfig, GpuConfig, JobConfig, KubeRayConfig, NetworkConfig, StorageConfig, _Area,
+    ClusterConfig,
+    GpuConfig,
+    JobConfig,
+    KubeRayConfig,
+    NetworkConfig,
+    StorageConfig,
+    _Area,
 )
 from components.config.patterns import _PROJECT_ID, _REGION
 from components.config.problems import (
-    _ABSENT, HIDDEN, NOT_SHOWN, PROJECT, ConfigError, Problem, _lookup,
+    _ABSENT,
+    HIDDEN,
+    NOT_SHOWN,
+    PROJECT,
+    ConfigError,
+    Problem,
+    _lookup,
 )
 from components.config.rules import _AreaModel, _Rules, area_of
 from components.config.stack import StackConfig
@@ -53,7 +66,7 @@ def _drop_path(loc: tuple) -> tuple:
     return loc
 
 
-def _without(value: dict, path: tuple) -> Optional[dict]:
+def _without(value: dict, path: tuple) -> dict | None:
     """``value`` with the key at ``path`` removed; None when there is none to remove."""
     head, rest = path[0], path[1:]
     if head not in value:
@@ -75,7 +88,7 @@ def _with(value: dict, path: tuple, item: Any) -> dict:
 
 
 class _ParsedArea(NamedTuple):
-    area: Optional[_Area]
+    area: _Area | None
     refused: tuple[str, ...]     # user keys whose given value was not used
 
 
@@ -202,7 +215,7 @@ def load_stack_config(
             problems.append(Problem(key, "(plain text, hidden)",
                                     f"must be a secret: pulumi config set --secret {key} <value>"))
 
-    parsed: dict[str, Optional[_Area]] = {}
+    parsed: dict[str, _Area | None] = {}
     refused: list[str] = []
     for area in AREAS:
         key = f"{PROJECT}:{area}"
@@ -236,7 +249,7 @@ def load_stack_config(
     )
 
 
-def _parsed(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaModel]) -> _AreaModel:
+def _parsed(parsed: dict[str, _Area | None], name: str, model: type[_AreaModel]) -> _AreaModel:
     value = area_of(parsed, name, model)
     if value is None:    # impossible: an area that did not parse has a problem
         raise AssertionError(f"{PROJECT}:{name} did not parse")

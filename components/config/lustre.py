@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import yaml
 
@@ -17,10 +16,10 @@ class LustreTier:
     minimum_gib: int
     maximum_gib: int
     step_gib: int
-    threshold_gib: Optional[int] = None
-    step_above_gib: Optional[int] = None
+    threshold_gib: int | None = None
+    step_above_gib: int | None = None
 
-    def capacity_problem(self, capacity: int) -> Optional[str]:
+    def capacity_problem(self, capacity: int) -> str | None:
         if not self.minimum_gib <= capacity <= self.maximum_gib:
             return f"between {self.minimum_gib} and {self.maximum_gib} GiB"
         if self.threshold_gib is None or capacity <= self.threshold_gib:
@@ -33,7 +32,7 @@ class LustreTier:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_lustre_tiers(path: Path = TIERS_FILE) -> dict[int, LustreTier]:
     """Throughput tier (MB/s per TiB) -> its capacity rule, in the file's order."""
     tiers = yaml.safe_load(path.read_text())["tiers"]

@@ -8,7 +8,6 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import yaml
 
@@ -46,7 +45,7 @@ class MachineShape:
         return m - reserved - 100 / 1024
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_gpu_machines(path: Path = MACHINES_FILE) -> dict[str, MachineShape]:
     """gpu.type -> its machine, in the file's order."""
     data = yaml.safe_load(path.read_text())
@@ -62,7 +61,7 @@ def load_gpu_machines(path: Path = MACHINES_FILE) -> dict[str, MachineShape]:
     }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_memory_per_vcpu(path: Path = MACHINES_FILE) -> dict[tuple[str, str], int]:
     """(family, kind) -> GiB of memory per vCPU of the predefined <family>-<kind>-<vCPUs>."""
     data = yaml.safe_load(path.read_text())["memory_per_vcpu"]["gib"]
@@ -72,7 +71,7 @@ def load_memory_per_vcpu(path: Path = MACHINES_FILE) -> dict[tuple[str, str], in
 MACHINE_SHAPES: dict[str, MachineShape] = load_gpu_machines()
 
 
-def predefined_machine(machine_type: str) -> Optional[tuple[int, float]]:
+def predefined_machine(machine_type: str) -> tuple[int, float] | None:
     """(vCPUs, GiB) of a predefined <family>-<kind>-<vCPUs> machine type, None if unknown."""
     memory_per_vcpu = load_memory_per_vcpu()
     match = re.fullmatch(r"^([a-z0-9]+)-(standard|highmem|highcpu)-(\d+)$", machine_type)

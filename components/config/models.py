@@ -2,19 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from components.config.facts import DEFAULT_GKE_MINOR
 from components.config.types import (
-    ActiveDeadlineSeconds, AuthorizedCidr, BucketName, ClusterName, CpuQuantity, ExperimentName,
-    FiniteFloat, FlexStartRunSeconds, GkeVersion, GpuNodes, MaxGpuNodes, MinGpuNodes, HelmChartVersion, HubModelId, HubRevision,
-    KubernetesNamespace, LustreFilesystem, LustreInstanceId, LustrePeeringCidr, LustreThroughputTier,
-    MaintenanceExclusionName, MetadataCacheTtlSeconds, PinnedImage, ProjectId, Quantity, RayClusterName,
-    Recurrence, ReservationBlock, ReservationName, RetiredPeeringPrefixLength, SoftDeleteRetentionDays,
-    SubnetCidr, WindowTime, ExclusionTime, Zone,
+    ActiveDeadlineSeconds,
+    AuthorizedCidr,
+    BucketName,
+    ClusterName,
+    CpuQuantity,
+    ExclusionTime,
+    ExperimentName,
+    FiniteFloat,
+    FlexStartRunSeconds,
+    GkeVersion,
+    GpuNodes,
+    HelmChartVersion,
+    HubModelId,
+    HubRevision,
+    KubernetesNamespace,
+    LustreFilesystem,
+    LustreInstanceId,
+    LustrePeeringCidr,
+    LustreThroughputTier,
+    MaintenanceExclusionName,
+    MaxGpuNodes,
+    MetadataCacheTtlSeconds,
+    MinGpuNodes,
+    PinnedImage,
+    ProjectId,
+    Quantity,
+    RayClusterName,
+    Recurrence,
+    ReservationBlock,
+    ReservationName,
+    RetiredPeeringPrefixLength,
+    SoftDeleteRetentionDays,
+    SubnetCidr,
+    WindowTime,
+    Zone,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -111,13 +140,13 @@ class ClusterConfig(_Area):
         (),
         description="list of exclusions covering long runs",
     )
-    head_pool: Optional[HeadPool] = Field(
+    head_pool: HeadPool | None = Field(
         None,
         description="the Ray head's non-Spot CPU pool; refused on Autopilot",
         json_schema_extra={"defaultText": "Standard: always created"},
     )
     # Omitted: on in prod, off in dev. Turn it off (and `pulumi up`) before destroying prod.
-    deletion_protection: Optional[bool] = Field(
+    deletion_protection: bool | None = Field(
         None,
         description="GKE deletion protection",
         json_schema_extra={"defaultText": "prod: true, dev: false"},
@@ -126,9 +155,9 @@ class ClusterConfig(_Area):
 
 class Reservation(_Area):
     name: ReservationName = Field(description="reservation name")
-    block: Optional[ReservationBlock] = Field(None, description="one block of the reservation (Standard only)")
+    block: ReservationBlock | None = Field(None, description="one block of the reservation (Standard only)")
     # Shared reservations owned by another project.
-    project: Optional[ProjectId] = Field(
+    project: ProjectId | None = Field(
         None,
         description="owner of a shared reservation (Standard only)",
         json_schema_extra={"defaultText": "this project"},
@@ -143,41 +172,41 @@ class GpuConfig(_Area):
     # message that explains why these machines cannot have it.
     provisioning_model: str = Field(description="`reservation`, `spot` or `flex-start`")
     nodes: GpuNodes = Field(description="GPU nodes the run uses (≥ 1): the one owner of the node count")
-    machine_type: Optional[str] = Field(
+    machine_type: str | None = Field(
         None,
         description="Standard only; must match the GPU",
         json_schema_extra={"defaultText": "derived from `type`"},
     )
-    min_nodes: Optional[MinGpuNodes] = Field(
+    min_nodes: MinGpuNodes | None = Field(
         None,
         description="Standard only; ≤ `nodes`; 0 with flex-start",
         json_schema_extra={"defaultText": "0"},
     )
-    max_nodes: Optional[MaxGpuNodes] = Field(
+    max_nodes: MaxGpuNodes | None = Field(
         None,
         description="Standard only; ≥ `nodes`",
         json_schema_extra={"defaultText": "`nodes`"},
     )
-    reservation: Optional[Reservation] = Field(
+    reservation: Reservation | None = Field(
         None,
         description="the reservation to consume",
         json_schema_extra={"defaultText": "required with `reservation`"},
     )
-    max_run_duration_seconds: Optional[FlexStartRunSeconds] = Field(
+    max_run_duration_seconds: FlexStartRunSeconds | None = Field(
         None,
         description="flex-start only; at most 604800 (7 days)",
     )
-    auto_repair: Optional[bool] = Field(
+    auto_repair: bool | None = Field(
         None,
         description="Standard only; must be false with flex-start",
         json_schema_extra={"defaultText": "true; false for flex-start"},
     )
-    compact_placement: Optional[bool] = Field(
+    compact_placement: bool | None = Field(
         None,
         description="Standard only; also with flex-start (A3 Ultra and A4 support it)",
         json_schema_extra={"defaultText": "false"},
     )
-    disk_size_gb: Optional[int] = Field(
+    disk_size_gb: int | None = Field(
         None,
         ge=100,
         le=65536,
@@ -224,7 +253,7 @@ class NetworkConfig(_Area):
 
 
 class GcsStorage(_Area):
-    bucket_name: Optional[BucketName] = Field(
+    bucket_name: BucketName | None = Field(
         None,
         description="the checkpoint and data bucket",
         json_schema_extra={"defaultText": "`<cluster name>-<project>`"},
@@ -236,7 +265,7 @@ class GcsStorage(_Area):
     # Default: "<cluster name>-<project>" (the tutorial's naming, unique per project).
     # Omitted: 0 (off) in dev, where rotated checkpoints would otherwise stay billed for 7
     # days after deletion; 7 in prod (StackConfig.soft_delete_retention_days).
-    soft_delete_retention_days: Optional[SoftDeleteRetentionDays] = Field(
+    soft_delete_retention_days: SoftDeleteRetentionDays | None = Field(
         None,
         description="0 (off) or 7-90; see [docs/deploy.md](docs/deploy.md#4-soft-delete)",
         json_schema_extra={"defaultText": "dev: 0 (off), prod: 7"},
@@ -256,17 +285,17 @@ class GcsStorage(_Area):
     )
     # gcsfuse sidecar resources (Kubernetes quantities). Omitted: computed by SharedStorage
     # from the cluster mode and the file cache size ("0", unlimited, is Standard-only).
-    sidecar_cpu_limit: Optional[CpuQuantity] = Field(
+    sidecar_cpu_limit: CpuQuantity | None = Field(
         None,
         description="gcsfuse sidecar CPU limit",
         json_schema_extra={"defaultText": "computed"},
     )
-    sidecar_memory_limit: Optional[Quantity] = Field(
+    sidecar_memory_limit: Quantity | None = Field(
         None,
         description="gcsfuse sidecar memory limit",
         json_schema_extra={"defaultText": "computed"},
     )
-    sidecar_ephemeral_storage_limit: Optional[Quantity] = Field(
+    sidecar_ephemeral_storage_limit: Quantity | None = Field(
         None,
         description="must exceed the file cache",
         json_schema_extra={"defaultText": "computed"},
@@ -275,7 +304,7 @@ class GcsStorage(_Area):
 
 class LustreStorage(_Area):
     # Default: "<cluster name>-lustre".
-    instance_id: Optional[LustreInstanceId] = Field(
+    instance_id: LustreInstanceId | None = Field(
         None,
         description="the Managed Lustre instance id",
         json_schema_extra={"defaultText": "`<cluster name>-lustre`"},
@@ -287,7 +316,7 @@ class LustreStorage(_Area):
     )
     throughput_tier: LustreThroughputTier = Field(500, description="MB/s per TiB: 125, 250, 500 or 1000")
     # Replaced by network.lustrePeeringCidr (its prefix length); refused when set.
-    peering_prefix_length: Optional[RetiredPeeringPrefixLength] = Field(
+    peering_prefix_length: RetiredPeeringPrefixLength | None = Field(
         None,
         description="refused: replaced by `network.lustrePeeringCidr`",
     )
@@ -301,12 +330,12 @@ class LustreStorage(_Area):
 
 class StorageConfig(_Area):
     kind: Literal["gcs", "lustre"] = Field(description="`gcs` or `lustre`")
-    gcs: Optional[GcsStorage] = Field(
+    gcs: GcsStorage | None = Field(
         None,
         description="Cloud Storage FUSE settings (only with `kind: gcs`)",
         json_schema_extra={"defaultText": "defaults"},
     )
-    lustre: Optional[LustreStorage] = Field(
+    lustre: LustreStorage | None = Field(
         None,
         description="Managed Lustre settings (only with `kind: lustre`)",
         json_schema_extra={"defaultText": "defaults"},
@@ -323,7 +352,7 @@ class HeadResources(_Area):
     # Requested explicitly: Autopilot's default is 1 GiB. Omitted: 50 on Standard; 5 on
     # Autopilot, whose general-purpose pods get at most 10 GiB (sidecar included), so there the
     # head's /tmp/ray is a disk-backed generic ephemeral volume instead (components/kuberay.py).
-    ephemeral_storage_gib: Optional[int] = Field(
+    ephemeral_storage_gib: int | None = Field(
         None,
         ge=1,
         description=("requested ephemeral storage (Autopilot default: 1 GiB). Autopilot: with the sidecar "
@@ -334,13 +363,13 @@ class HeadResources(_Area):
 
 class WorkerResources(_Area):
     # Omitted: computed from the machine's allocatable (components/config/machines.py MachineShape).
-    cpu: Optional[int] = Field(
+    cpu: int | None = Field(
         None,
         ge=1,
         description="checked against the machine's allocatable",
         json_schema_extra={"defaultText": "allocatable − 6 (− sidecar)"},
     )
-    memory_gib: Optional[int] = Field(
+    memory_gib: int | None = Field(
         None,
         ge=1,
         description="checked against the machine's allocatable",
@@ -361,7 +390,7 @@ class KubeRayConfig(_Area):
     operator: Literal["addon", "helm"] = Field(
         description="`addon` (GKE's Ray addon) or `helm` (kuberay-operator release)",
     )
-    helm_chart_version: Optional[HelmChartVersion] = Field(
+    helm_chart_version: HelmChartVersion | None = Field(
         None,
         description=("only with `helm`; a version whose CRDs are vendored in `data/kuberay-crds/` "
                      "(1.7.0)"),
@@ -372,14 +401,14 @@ class KubeRayConfig(_Area):
         description="namespace of the Ray cluster, storage claim and secrets",
     )
     ray_cluster_name: RayClusterName = Field("grpo", description="RayCluster name")
-    image: Optional[PinnedImage] = Field(
+    image: PinnedImage | None = Field(
         None,
         description="Ray image; must be a row of the table for `job.framework`",
         json_schema_extra={"defaultText": "the framework's row of `data/versions.yaml`"},
     )
     # GKE's Ray addon: the namespace of its operator, if you know it, to narrow the
     # NetworkPolicy (with Helm the program knows: kuberay-system).
-    operator_namespace: Optional[str] = Field(
+    operator_namespace: str | None = Field(
         None,
         description="addon only: the managed operator's namespace, to narrow the NetworkPolicy",
     )
@@ -390,20 +419,20 @@ class KubeRayConfig(_Area):
 
 
 class HealthGateConfig(_Area):
-    """gke-grpo:job.healthGate: the run driver's fabric and storage gate (jobs/health.py,
+    """gke-grpo:job.healthGate: the run driver's fabric and storage gate (jobs/head/fabric_gate.py,
     docs/health-gates.md). Omitted thresholds come from data/health-gates.yaml (sourced)."""
 
     mode: Literal["enforce", "warn", "off"] = Field(
         "enforce",
         description="`enforce` (a failed gate ends the attempt, exit 6), `warn`, `off`",
     )
-    min_bus_bandwidth_gbps: Optional[float] = Field(
+    min_bus_bandwidth_gbps: float | None = Field(
         None,
         gt=0,
         description="minimum mean busbw over the sizes",
         json_schema_extra={"defaultText": "100 (data/health-gates.yaml)"},
     )
-    published_fraction: Optional[float] = Field(
+    published_fraction: float | None = Field(
         None,
         gt=0,
         le=1,
@@ -438,14 +467,14 @@ class JobConfig(_Area):
     experiment_name: ExperimentName = Field(description="names the run and its checkpoint directory")
     model: HubModelId = Field("Qwen/Qwen2.5-32B-Instruct", description="Hugging Face model id")
     # Hugging Face Hub commit shas (40 hex): optional, a warning says when absent.
-    model_revision: Optional[HubRevision] = Field(
+    model_revision: HubRevision | None = Field(
         None,
         description=("Hub commit sha of the model: download, marker, directory, spec hash "
                      "([docs/frameworks.md](docs/frameworks.md))"),
         json_schema_extra={"defaultText": "unset (warning)"},
     )
     dataset: Literal["gsm8k"] = Field("gsm8k", description="the training dataset")
-    dataset_revision: Optional[HubRevision] = Field(
+    dataset_revision: HubRevision | None = Field(
         None,
         description="Hub commit sha of `openai/gsm8k`",
         json_schema_extra={"defaultText": "unset (warning)"},
@@ -462,11 +491,11 @@ class JobConfig(_Area):
     )
     kl_loss_coef: FiniteFloat = Field(0.001, description="KL as a loss term")
     kl_loss_type: str = Field("low_var_kl", description="KL estimator of the KL loss term")
-    total_steps: Optional[int] = Field(
+    total_steps: int | None = Field(
         None,
         description="exactly one of `totalSteps`, `totalEpochs`",
     )
-    total_epochs: Optional[int] = Field(
+    total_epochs: int | None = Field(
         None,
         description="exactly one of `totalSteps`, `totalEpochs`",
     )
@@ -514,7 +543,7 @@ class JobConfig(_Area):
         (),
         description="extra framework overrides, checked by preflight",
     )
-    # Training-side parallelism (jobs/render.py maps each to the framework's key; preflight
+    # Training-side parallelism (jobs/plan/render.py maps each to the framework's key; preflight
     # refuses one a framework does not have).
     # NeMo RL policy.dtensor_cfg.tensor_parallel_size
     training_tensor_parallel_size: int = Field(
@@ -536,7 +565,7 @@ class JobConfig(_Area):
         description="verl `use_dynamic_bsz` / NeMo RL dynamic batching",
     )
     # verl ppo_max_token_len_per_gpu (dynamic batch size)
-    max_tokens_per_gpu: Optional[int] = Field(
+    max_tokens_per_gpu: int | None = Field(
         None,
         description="verl `ppo_max_token_len_per_gpu` (with `dynamicBatchSize`)",
     )
@@ -545,7 +574,7 @@ class JobConfig(_Area):
         True,
         description="NeMo RL sequence packing / verl `use_remove_padding`",
     )
-    # What preflight does with a GPU-memory estimate above 100 % (jobs/memory_plan.py):
+    # What preflight does with a GPU-memory estimate above 100 % (jobs/plan/gpu_memory.py):
     # refuse (enforce) or only warn (warn). Not part of the run's identity.
     memory_check: Literal["enforce", "warn"] = Field(
         "enforce",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 _LUSTRE_FILESYSTEM = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,7}$")
 
@@ -48,7 +47,7 @@ def quantity_bytes(quantity: str, key: str = "quantity") -> int:
 
 
 
-def _version_tuple(version: str) -> Optional[tuple[int, int, int, int]]:
+def _version_tuple(version: str) -> tuple[int, int, int, int] | None:
     match = _GKE_VERSION.fullmatch(version)
     if not match:
         return None

@@ -24,9 +24,9 @@ class Problem:
     reads: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __str__(self) -> str:
-        # Nothing secret is ever echoed (jobs/credentials.py) and echoed values are cut short.
-        from jobs.config_file import truncate
-        from jobs.credentials import looks_like_secret_name, redact
+        # Nothing secret is ever echoed (jobs/contract/credentials.py) and echoed values are cut short.
+        from jobs.contract.credentials import looks_like_secret_name, redact
+        from jobs.plan.stack_file import truncate
 
         key = truncate(redact(self.key), 160)
         if self.given is NOT_SHOWN:

@@ -9,24 +9,37 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 from components.config.facts import (
-    FLEX_START_MIN_GKE_VERSION, LUSTRE_CSI_MIN_GKE_VERSION, LUSTRE_MODERN_PORT_MIN_GKE_VERSION, LUSTRE_TIERS, MACHINE_SHAPES,
+    FLEX_START_MIN_GKE_VERSION,
+    LUSTRE_CSI_MIN_GKE_VERSION,
+    LUSTRE_MODERN_PORT_MIN_GKE_VERSION,
+    LUSTRE_TIERS,
+    MACHINE_SHAPES,
     MINIMUM_GKE_MINOR,
-    PROVISIONING_MODELS, MachineShape, predefined_machine,
+    PROVISIONING_MODELS,
+    MachineShape,
+    predefined_machine,
 )
+from components.config.limits import load_config_limits
 from components.config.models import (
-    ClusterConfig, GcsStorage, GpuConfig, HeadPool, JobConfig, KubeRayConfig, LustreStorage,
-    NetworkConfig, StorageConfig, _Area,
+    ClusterConfig,
+    GcsStorage,
+    GpuConfig,
+    HeadPool,
+    JobConfig,
+    KubeRayConfig,
+    LustreStorage,
+    NetworkConfig,
+    StorageConfig,
+    _Area,
 )
 from components.config.patterns import _GKE_VERSION, _ZONE, _version_tuple, quantity_bytes, version_at_least
-from components.config.limits import load_config_limits
 from components.config.problems import PROJECT, Problem, _lookup
+from components.config.stack import ResourceNames
 from components.config.timeformats import rfc3339
 from components.config.types import BUCKET_NAME_RULE, bucket_name_problem
-from components.config.stack import ResourceNames
-
 
 _AreaModel = TypeVar("_AreaModel", bound=_Area)
 
@@ -36,7 +49,7 @@ SIDECAR_KEYS = ("storage.gcs.sidecarCpuLimit", "storage.gcs.sidecarMemoryLimit",
                 "storage.gcs.sidecarEphemeralStorageLimit", "storage.gcs.fileCacheSizeGib")
 
 
-def area_of(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaModel]) -> Optional[_AreaModel]:
+def area_of(parsed: dict[str, _Area | None], name: str, model: type[_AreaModel]) -> _AreaModel | None:
     """The area ``name`` as its model, or None when it did not parse."""
     value = parsed.get(name)
     return value if isinstance(value, model) else None
@@ -45,8 +58,8 @@ def area_of(parsed: dict[str, Optional[_Area]], name: str, model: type[_AreaMode
 class _Rules:
     """Rules spanning several keys. Each check reads only areas that parsed."""
 
-    def __init__(self, problems: list[Problem], parsed: dict[str, Optional[_Area]],
-                 region: Optional[str], project: Optional[str] = None):
+    def __init__(self, problems: list[Problem], parsed: dict[str, _Area | None],
+                 region: str | None, project: str | None = None):
         self.problems = problems
         self.cluster = area_of(parsed, "cluster", ClusterConfig)
         self.gpu = area_of(parsed, "gpu", GpuConfig)
@@ -260,7 +273,7 @@ class _Rules:
         if s.kind == "lustre":
             self._check_lustre(s.lustre or LustreStorage())
 
-    def _check_gcs(self, gcs: "GcsStorage") -> None:
+    def _check_gcs(self, gcs: GcsStorage) -> None:
         # A given bucketName, the retention and the cache TTL are checked by their types; here:
         # the default name derived from the cluster name and the project.
         if gcs.bucket_name is None and self.cluster is not None and self.project:
@@ -303,7 +316,7 @@ class _Rules:
                      f"{shape.local_ssd_gib:,} GiB of local SSD of {shape.machine_type}",
                      reads=("gpu.type",))
 
-    def _check_lustre(self, lustre: "LustreStorage") -> None:
+    def _check_lustre(self, lustre: LustreStorage) -> None:
         # The tier, the fsname and the instance id are checked by their types (types.py).
         tier = LUSTRE_TIERS.get(lustre.throughput_tier)
         problem = tier.capacity_problem(lustre.capacity_gib) if tier is not None else None
@@ -392,7 +405,7 @@ class _Rules:
                      f"({memory} GiB): /dev/shm is memory the worker's limit counts",
                      reads=("kuberay.worker.memoryGib", *sidecar_reads))
 
-    def _check_autopilot_worker_pod(self, k: KubeRayConfig, shape: "MachineShape") -> None:
+    def _check_autopilot_worker_pod(self, k: KubeRayConfig, shape: MachineShape) -> None:
         """The GPU worker pod as a whole (Ray container + gcsfuse sidecar) within Autopilot's
         per-pod maximum for its GPU shape (data/autopilot-gpu-limits.yaml): Autopilot rejects a
         pod above it."""

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 from components.config.facts import DEFAULT_KUBERAY_CHART_VERSION, MACHINE_SHAPES, MachineShape
 from components.config.models import (
-    ClusterConfig, GcsStorage, GpuConfig, HeadPool, JobConfig, KubeRayConfig, LustreStorage,
-    NetworkConfig, StorageConfig,
+    ClusterConfig,
+    GcsStorage,
+    GpuConfig,
+    HeadPool,
+    JobConfig,
+    KubeRayConfig,
+    LustreStorage,
+    NetworkConfig,
+    StorageConfig,
 )
 from components.config.patterns import _version_tuple
 
@@ -81,7 +88,7 @@ class StackConfig:
         return self.is_prod
 
     @property
-    def bucket_name(self) -> Optional[str]:
+    def bucket_name(self) -> str | None:
         if self.storage.kind != "gcs":
             return None
         gcs = self.storage.gcs or GcsStorage()
@@ -116,14 +123,14 @@ class StackConfig:
         return self.names.node_service_account
 
     @property
-    def lustre_instance_id(self) -> Optional[str]:
+    def lustre_instance_id(self) -> str | None:
         if self.storage.kind != "lustre":
             return None
         lustre = self.storage.lustre or LustreStorage()
         return lustre.instance_id or self.names.lustre_instance
 
     @property
-    def helm_chart_version(self) -> Optional[str]:
+    def helm_chart_version(self) -> str | None:
         """kuberay-operator chart version when KubeRay comes from Helm (default: KubeRay 1.7.0,
         the version of the CRD schemas in shared/schemas)."""
         if self.kuberay.operator != "helm":
@@ -135,7 +142,7 @@ class StackConfig:
         return self.gpu.disk_size_gb or 500
 
     @property
-    def head_pool(self) -> Optional[HeadPool]:
+    def head_pool(self) -> HeadPool | None:
         if self.autopilot:
             return None
         return self.cluster.head_pool or HeadPool()
@@ -148,7 +155,7 @@ class StackConfig:
         return f"{version[0]}.{version[1]}"
 
     @property
-    def names(self) -> "ResourceNames":
+    def names(self) -> ResourceNames:
         return ResourceNames(self.cluster.name, self.shape.rdma_nics)
 
     @property

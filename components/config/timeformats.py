@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Optional
 
 _RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
 
-def rfc3339(value: str) -> Optional[_dt.datetime]:
+def rfc3339(value: str) -> _dt.datetime | None:
     """An RFC 3339 date-time (``2025-01-04T02:00:00Z``, offsets allowed) -> aware datetime, or
     None when it does not parse (format or calendar: month 13, Feb 30, hour 24)."""
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):
@@ -32,7 +31,7 @@ def _int_list(low: int, high: int, signed: bool):
             if not re.fullmatch(r"[+-]?\d{1,3}" if signed else r"\d{1,2}", item):
                 return False
             number = int(item)
-            if signed and not (low <= abs(number) <= high) or not signed and not low <= number <= high:
+            if (signed and not (low <= abs(number) <= high)) or (not signed and not low <= number <= high):
                 return False
         return True
     return check
@@ -66,7 +65,7 @@ def _until_parses(value: str) -> bool:
     return True
 
 
-def rrule_problem(rule: str) -> Optional[str]:
+def rrule_problem(rule: str) -> str | None:
     """Why ``rule`` is not an RFC 5545 RRULE value (``FREQ=WEEKLY;BYDAY=SA,SU``), or None."""
     if not isinstance(rule, str) or not rule or len(rule) > 1000:
         return "an RRULE of at most 1000 characters"

@@ -15,18 +15,30 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from typing import Annotated, Any, Callable, Optional
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from components.config.facts import (
-    FLEX_START_MAX_RUN_SECONDS, KUBERAY_CRD_DIR, LUSTRE_TIERS, SUPPORTED_KUBERAY_CHARTS,
+    FLEX_START_MAX_RUN_SECONDS,
+    KUBERAY_CRD_DIR,
+    LUSTRE_TIERS,
+    SUPPORTED_KUBERAY_CHARTS,
 )
 from components.config.limits import load_config_limits
 from components.config.patterns import (
-    _BUCKET, _CPU_QUANTITY, _DNS1123_LABEL, _GKE_VERSION, _LUSTRE_FILESYSTEM, _PROJECT_ID, _QUANTITY,
-    _RFC1035, _RFC3339, _ZONE,
+    _BUCKET,
+    _CPU_QUANTITY,
+    _DNS1123_LABEL,
+    _GKE_VERSION,
+    _LUSTRE_FILESYSTEM,
+    _PROJECT_ID,
+    _QUANTITY,
+    _RFC1035,
+    _RFC3339,
+    _ZONE,
 )
 from components.config.timeformats import rfc3339, rrule_problem
 from components.kuberay_crds import vendored_chart_versions
@@ -44,7 +56,7 @@ def accepts_as_given(info: ValidationInfo) -> bool:
     return bool(info.context and info.context.get(ACCEPT_AS_GIVEN))
 
 
-def _why(problem: Callable[[Any], Optional[str]]) -> AfterValidator:
+def _why(problem: Callable[[Any], str | None]) -> AfterValidator:
     """A rule as a validator: ``problem(value)`` says what is allowed, or None when it is."""
     def check(value: Any, info: ValidationInfo) -> Any:
         if accepts_as_given(info):
@@ -118,7 +130,7 @@ LustreFilesystem = Annotated[str, _rule(
     _schema(_LUSTRE_FILESYSTEM.pattern)]
 
 
-def bucket_name_problem(name: str) -> Optional[str]:
+def bucket_name_problem(name: str) -> str | None:
     if _BUCKET.fullmatch(name) and not name.startswith("goog") and "google" not in name and ".." not in name:
         return None
     return BUCKET_NAME_RULE
@@ -137,7 +149,7 @@ ExperimentName = Annotated[str, _rule(
 # Hugging Face repo ids: huggingface_hub's validate_repo_id (huggingface_hub/utils/_validators.py,
 # 1.33.0 as installed, read 2026-12-01): "[\w\-.]+" names, at most one "/", no "--" or "..",
 # not starting or ending with "-" or ".", at most 96 characters. We also require the org: the
-# model is staged under /data/models/<org>/<name> (jobs/layout.py).
+# model is staged under /data/models/<org>/<name> (jobs/contract/layout.py).
 _HF_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?"
 _HF_REPO_ID = re.compile(rf"^{_HF_NAME}/{_HF_NAME}$")
 HF_REPO_ID_MAX = 96
@@ -164,7 +176,7 @@ GkeVersion = Annotated[str, _rule(
 _CHART_VERSION = re.compile(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$")
 
 
-def _chart_version_problem(version: str) -> Optional[str]:
+def _chart_version_problem(version: str) -> str | None:
     parts = tuple(int(p) for p in version.split("."))
     if not SUPPORTED_KUBERAY_CHARTS[0] <= parts < SUPPORTED_KUBERAY_CHARTS[1]:
         return ("a kuberay-operator 1.6.x or 1.7.x chart: the program installs RayCronJob's CRD "
@@ -183,7 +195,7 @@ HelmChartVersion = Annotated[str, _rule(
     _why(_chart_version_problem), _schema(_CHART_VERSION.pattern)]
 
 
-def _image_problem(image: str) -> Optional[str]:
+def _image_problem(image: str) -> str | None:
     problem = image_reference_problem(image)
     return None if problem is None else f"a pinned image: it {problem}"
 
@@ -206,7 +218,7 @@ WindowTime = Annotated[str, _written_as_utc("2025-01-04T02:00:00Z"), _REAL_TIME,
 ExclusionTime = Annotated[str, _written_as_utc("2026-12-01T00:00:00Z"), _REAL_TIME, _schema(_RFC3339.pattern)]
 
 
-def _recurrence_problem(rule: str) -> Optional[str]:
+def _recurrence_problem(rule: str) -> str | None:
     example = "an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA,SU"
     if not rule.startswith("FREQ="):
         return example
@@ -219,14 +231,14 @@ Recurrence = Annotated[str, _why(_recurrence_problem)]
 # ---- addresses ------------------------------------------------------------------------------
 
 
-def _ipv4_network(value: str, example: str) -> tuple[Optional[ipaddress.IPv4Network], Optional[str]]:
+def _ipv4_network(value: str, example: str) -> tuple[ipaddress.IPv4Network | None, str | None]:
     try:
         return ipaddress.IPv4Network(value, strict=True), None
     except ValueError as err:
         return None, f"an IPv4 CIDR such as {example} ({err})"
 
 
-def _subnet_problem(value: str) -> Optional[str]:
+def _subnet_problem(value: str) -> str | None:
     net, problem = _ipv4_network(value, "10.0.0.0/20")
     if net is None:
         return problem
@@ -237,14 +249,14 @@ def _subnet_problem(value: str) -> Optional[str]:
     return None
 
 
-def _lustre_peering_problem(value: str) -> Optional[str]:
+def _lustre_peering_problem(value: str) -> str | None:
     if not 8 <= ipaddress.IPv4Network(value).prefixlen <= 24:
         return ("a prefix between /8 and /24 (private service access gives each Lustre instance "
                 "a /24)")
     return None
 
 
-def _authorized_problem(value: str) -> Optional[str]:
+def _authorized_problem(value: str) -> str | None:
     net, problem = _ipv4_network(value, "203.0.113.0/24")
     if net is None:
         return problem
@@ -286,7 +298,7 @@ LustreThroughputTier = Annotated[int, _rule(
     "one of " + ", ".join(str(t) for t in LUSTRE_TIERS) + " (MB/s per TiB)")]
 
 
-def _node_ceiling_problem(value: int) -> Optional[str]:
+def _node_ceiling_problem(value: int) -> str | None:
     ceiling = load_config_limits().gpu_nodes_max
     return None if value <= ceiling else (f"at most {ceiling:,}: GKE's limit of nodes per node pool "
                                           "zone (data/config-limits.yaml)")
@@ -300,7 +312,7 @@ MinGpuNodes = Annotated[int, Field(ge=0), _why(_node_ceiling_problem)]
 MaxGpuNodes = Annotated[int, Field(ge=1), _why(_node_ceiling_problem)]
 
 
-def _active_deadline_problem(value: int) -> Optional[str]:
+def _active_deadline_problem(value: int) -> str | None:
     maximum = load_config_limits().active_deadline_seconds_max
     return None if value <= maximum else f"at most {maximum:,} (the RayJob field is an int32)"
 

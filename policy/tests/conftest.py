@@ -13,7 +13,7 @@ POLICY_DIR = Path(__file__).resolve().parents[1]
 if str(POLICY_DIR) not in sys.path:
     sys.path.insert(0, str(POLICY_DIR))
 
-from harness import get_analyzer_info, serve_pack  # noqa: E402
+from harness import get_analyzer_info, serve_pack
 
 
 @pytest.fixture(scope="session")

@@ -21,9 +21,10 @@ import json
 import runpy
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import grpc
 import pytest
@@ -52,7 +53,7 @@ def find(document: dict[str, Any], type_: str, name: str) -> dict[str, Any]:
     return copy.deepcopy(found[0])
 
 
-def retype(resource: dict[str, Any], new_type: str, new_name: Optional[str] = None) -> dict[str, Any]:
+def retype(resource: dict[str, Any], new_type: str, new_name: str | None = None) -> dict[str, Any]:
     """The same resource registered as another type (and name): URN rebuilt to match."""
     resource = copy.deepcopy(resource)
     head, _, _ = resource["urn"].rpartition("::")

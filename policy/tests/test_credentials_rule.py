@@ -1,5 +1,5 @@
 """The policy pack judges names and values with the program's credential rule
-(jobs/credentials.py, loaded by path), on the same lists as the program's own tests
+(jobs/contract/credentials.py, imported from the repository), on the same lists as the program's own tests
 (tests/fixtures/credential-cases.json)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 import rules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,7 +15,7 @@ CASES = json.loads((ROOT / "tests" / "fixtures" / "credential-cases.json").read_
 
 
 def test_the_rule_is_the_programs_module():
-    assert Path(rules.credentials.__file__).resolve() == ROOT / "jobs" / "credentials.py"
+    assert Path(rules.credentials.__file__).resolve() == ROOT / "jobs" / "contract" / "credentials.py"
 
 
 @pytest.mark.parametrize("name", CASES["secret_names"])

@@ -8,19 +8,11 @@ the mandatory level, and only that rule fires.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-from pulumi.runtime import proto
-from pulumi_policy import (
-    EnforcementLevel,
-    PolicyCustomTimeouts,
-    PolicyResourceOptions,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-)
-
 import rules
 from harness import (
     POLICY_DIR,
@@ -32,6 +24,14 @@ from harness import (
     load_golden,
     retype,
     serve_pack,
+)
+from pulumi.runtime import proto
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
 )
 
 RULE_NAMES = ["gpu-provisioning-model", "ray-head-not-exposed", "no-privileged-workloads",
@@ -480,8 +480,8 @@ def test_credential_names(name, expected):
 
 
 def test_the_pinned_image_rule_is_the_programs_own_module():
-    """The pack loads jobs/image_refs.py by path (one rule, no twin to keep in step)."""
-    assert Path(rules.image_refs.__file__).resolve() == ROOT / "jobs" / "image_refs.py"
+    """The pack imports jobs/plan/image_refs.py (one rule, no twin to keep in step)."""
+    assert Path(rules.image_refs.__file__).resolve() == ROOT / "jobs" / "plan" / "image_refs.py"
     problem = rules.image_refs.image_reference_problem
     assert problem("rayproject/ray:latest") == "uses the floating tag 'latest': pin a version tag or a digest"
     assert problem("rayproject/ray") == "has no tag: pin a version tag or a digest"

@@ -3,8 +3,8 @@ __main__.py), and return what it registered, as the offline preview records it."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pulumi
 

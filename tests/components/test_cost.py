@@ -69,6 +69,7 @@ def test_lustre_tier_with_a_price():
 def test_tree_preview_prints_the_estimate(stack):
     import subprocess
     import sys
+
     from tests.conftest import ROOT
     run = subprocess.run([sys.executable, "-m", "tools.preview", stack], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 import yaml
 
-import json
-
-from components.head_code import HEAD_MODULES, head_code_files
-from jobs.plan import PLAN_FILE, RUN_COMMAND, SHELL_SAFE, plan_from_dict
-from jobs.runs import check_no_secrets
+from components.head_code import HEAD_CODE_ARCHIVE, head_code_archive, head_code_digest, head_code_files
+from jobs.cli.ray_jobs import check_no_secrets
+from jobs.contract.run_plan import PLAN_FILE, RUN_COMMAND, SHELL_SAFE, plan_from_dict
 from tests.conftest import ROOT, preview_with
 from tests.crd_schemas import validate_custom_resource
 from tools.preview import SECRET_PLACEHOLDER
@@ -63,10 +62,10 @@ def test_plan_prepares_waits_for_gpus_then_trains(stack_preview):
     assert plan.run_id == stack_preview.outputs["runId"]
     assert plan.checkpoint_dir == stack_preview.outputs["runCheckpointDir"]
     assert plan.run_dir == f"/data/runs/{plan.run_id}"
-    assert plan.prepare.argv[:3] == ("python3", "-m", "jobs.prepare")
+    assert plan.prepare.argv[:3] == ("python3", "-m", "jobs.head.staging")
     assert (plan.gpus, plan.gpu_wait_seconds, plan.deadline_seconds, plan.max_restarts) == (gpus, 1800, 604800, 20)
-    # the health gate's settings (components/health_gate.py), handed to jobs.health.fabric_gate
-    from jobs.health import HealthPlan
+    # the health gate's settings (components/health_gate.py), handed to jobs.head.fabric_gate
+    from jobs.contract.health import HealthPlan
     assert HealthPlan.from_dict(plan.health).mode in ("enforce", "warn", "off")
     if stack_preview.stack == "dev":
         # verl forgets its older checkpoints on restart: the driver prunes before each start
@@ -183,45 +182,76 @@ def test_preflight_errors_stop_the_program_before_any_resource():
 
 def test_head_gets_the_jobs_code_from_a_configmap(stack_preview):
     [configmap] = [r for r in stack_preview.resources if r.type == "kubernetes:core/v1:ConfigMap"]
-    assert configmap.inputs["data"] == head_code_files(configmap.inputs["data"][PLAN_FILE])
-    assert set(configmap.inputs["data"]) == {*HEAD_MODULES, PLAN_FILE}
-    for name in HEAD_MODULES:
-        assert configmap.inputs["data"][name] == (ROOT / "jobs" / name).read_text()
+    [configmap_raw] = [r for r in stack_preview.resources if r.urn == configmap.urn]
+    data, binary = head_code_files(configmap.inputs["data"][PLAN_FILE])
+    assert configmap_raw.raw_inputs["data"] == data
+    assert configmap_raw.raw_inputs["binaryData"] == binary
+    # What reviewers see: the archive's hash, not its bytes (tools/preview.py).
+    archive = head_code_archive()
+    assert configmap.inputs["binaryData"] == {
+        HEAD_CODE_ARCHIVE: f"{head_code_digest()} ({len(archive)} bytes)"}
     [cluster] = _by_kind(stack_preview, "RayCluster")
     head = cluster.inputs["spec"]["headGroupSpec"]["template"]["spec"]
-    assert {"name": "jobs-code", "mountPath": "/opt/gke-grpo/jobs", "readOnly": True} in head["containers"][0]["volumeMounts"]
-    assert {"name": "PYTHONPATH", "value": "/opt/gke-grpo"} in head["containers"][0]["env"]
+    assert {"name": "jobs-code", "mountPath": "/opt/gke-grpo/code", "readOnly": True} in head["containers"][0]["volumeMounts"]
+    assert {"name": "PYTHONPATH", "value": "/opt/gke-grpo/code/jobs-code.zip"} in head["containers"][0]["env"]
     assert {"name": "run-plan", "mountPath": "/opt/gke-grpo/run", "readOnly": True} in head["containers"][0]["volumeMounts"]
     assert configmap.urn in cluster.dependencies
 
 
-def test_head_modules_import_nothing_of_pulumi():
-    for name in HEAD_MODULES:
-        source = (ROOT / "jobs" / name).read_text()
-        # Module level only: spec.py's Pulumi-side helper imports lazily, never on the head.
-        assert not re.search(r"^(import|from) (pulumi|components|tools)\b", source, flags=re.MULTILINE), name
+def test_the_archive_is_the_head_packages_and_reproducible():
+    import io
+    import zipfile
+
+    names = zipfile.ZipFile(io.BytesIO(head_code_archive())).namelist()
+    on_disk = sorted(str(p.relative_to(ROOT)) for package in ("contract", "head")
+                     for p in (ROOT / "jobs" / package).rglob("*.py"))
+    assert names == sorted(["jobs/__init__.py", "jobs/run.py", *on_disk])
+    assert head_code_archive() == head_code_archive()       # byte for byte: one hash in the golden files
+
+
+def test_the_golden_previews_carry_the_archives_hash():
+    """A change to the head's code shows as one changed hash line in tests/golden/*.json; the
+    hash there is the folder's as it is now (regenerate with `make golden` after a change)."""
+    import json
+
+    expected = f"{head_code_digest()} ({len(head_code_archive())} bytes)"
+    for stack in ("dev", "prod"):
+        document = json.loads((ROOT / "tests" / "golden" / f"{stack}.json").read_text())
+        [configmap] = [r for r in document["resources"] if r["type"] == "kubernetes:core/v1:ConfigMap"]
+        assert configmap["inputs"]["binaryData"] == {HEAD_CODE_ARCHIVE: expected}, stack
 
 
 def test_the_driver_runs_from_the_configmap_alone(dev_preview, tmp_path):
-    """The head has only the ConfigMap's files (and the framework image): the driver and what it
-    starts import nothing of Pulumi, components/, tools/ or torch."""
+    """The head has only the ConfigMap's files (and the framework image): the archive on
+    PYTHONPATH, as the head's env puts it, is enough to run the driver's command, and nothing of
+    Pulumi, components/, tools/, torch or yaml is imported (zipimport, standard library)."""
+    import base64
     import subprocess
     import sys
 
     [configmap] = [r for r in dev_preview.resources if r.type == "kubernetes:core/v1:ConfigMap"]
-    (tmp_path / "jobs").mkdir()
-    for name in HEAD_MODULES:
-        (tmp_path / "jobs" / name).write_text(configmap.inputs["data"][name])
-    probe = ("import sys, jobs.run, jobs.plan, jobs.wait_for_gpus, jobs.prepare\n"
-             "plan = jobs.plan.plan_from_dict(__import__('json').loads(sys.stdin.read()))\n"
+    archive = tmp_path / HEAD_CODE_ARCHIVE
+    archive.write_bytes(base64.b64decode(configmap.raw_inputs["binaryData"][HEAD_CODE_ARCHIVE]))
+    plan = tmp_path / PLAN_FILE
+    plan.write_text(configmap.raw_inputs["data"][PLAN_FILE])
+    probe = ("import sys, jobs.run, jobs.head.driver, jobs.head.gpu_wait, jobs.head.staging, jobs.head.fabric_gate\n"
+             "from jobs.contract.run_plan import load_plan\n"
+             "plan = load_plan(sys.argv[1])\n"
+             "assert jobs.head.driver.__file__.startswith(sys.argv[2]), jobs.head.driver.__file__\n"
              "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
              "('pulumi', 'components', 'tools', 'torch', 'yaml'))\n"
              "print(plan.run_id, bad)")
-    proc = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n" + probe],
-                          input=configmap.inputs["data"][PLAN_FILE], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", probe, str(plan), str(archive)],
+                          env={"PYTHONPATH": str(archive), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [dev_preview.outputs["runId"], "[]"]
+    # The command itself, as the RayJob runs it (a plan with no such file: exit 2, the driver's
+    # own message, from the archive).
+    proc = subprocess.run([sys.executable, "-m", "jobs.run", "--plan", str(tmp_path / "none.json")],
+                          env={"PYTHONPATH": str(archive), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and "[jobs.run] FAILED (exit 2 USAGE)" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_prod_rayjob_starts_nemo_rl_as_its_32b_recipe(prod_preview):

@@ -13,7 +13,8 @@ import pytest
 from components import gpu_health, ray_pods
 from components.config import ConfigError, load_stack_config
 from components.health_gate import health_gate_warning, health_plan
-from jobs.health import GIB, MIB, HealthPlan, load_health_gates
+from jobs.contract.health import GIB, MIB, HealthPlan
+from jobs.plan.health_thresholds import load_health_gates
 from tests.conftest import ROOT, preview_with, stack_config
 from tests.crd_schemas import validate_custom_resource
 from tests.kubernetes_objects import validate_strict

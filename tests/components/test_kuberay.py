@@ -9,10 +9,10 @@ import jsonschema
 import pytest
 
 from components.config import MACHINE_SHAPES, load_stack_config
-from components.ray_pods import interfaces_annotation
 from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
+from components.ray_pods import interfaces_annotation
 from components.versions import load_versions
-from jobs.prepare import HF_TOKEN_FILE
+from jobs.contract.layout import HF_TOKEN_FILE
 from tests.conftest import preview_with, stack_config
 from tests.crd_schemas import validate_custom_resource
 from tests.kubernetes_objects import manifest_from_registration, validate_strict

@@ -15,8 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from components.ray_cluster_updates import (replacement_message, replacement_options,
-                                             upgrade_strategy, worker_setup_script)
+from components.ray_cluster_updates import (
+    replacement_message,
+    replacement_options,
+    upgrade_strategy,
+    worker_setup_script,
+)
 
 
 def _run_worker(tmp_path: Path, script_body: str | None, *, fallback_exists: bool = True,

@@ -17,8 +17,14 @@ import pytest
 
 from components.config import GcsStorage, load_stack_config
 from components.storage import (
-    DataLayout, SharedStorage, gcsfuse_mount_options, gcsfuse_sidecar_limits,
-    parse_lustre_mount_point, quantity_bytes, shared_storage_args, workload_identity_member,
+    DataLayout,
+    SharedStorage,
+    gcsfuse_mount_options,
+    gcsfuse_sidecar_limits,
+    parse_lustre_mount_point,
+    quantity_bytes,
+    shared_storage_args,
+    workload_identity_member,
 )
 from tests.conftest import DELETE, stack_config
 from tests.kubernetes_objects import manifest_from_registration, schema_version, validate_strict

@@ -11,8 +11,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 FAKE_KUBECTL = '''#!{python}
 """Fake `kubectl port-forward` (tests/jobs/hostile.py). MODE: listen answers HTTP "ok";

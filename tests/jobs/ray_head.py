@@ -38,7 +38,7 @@ def inside_namespace() -> bool:
     return os.environ.get(NS_ENV) == "1"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def namespace_unavailable() -> str | None:
     """Why the namespace cannot be made here (None if it can)."""
     for tool in ("unshare", "ip", "mount"):
@@ -178,9 +178,9 @@ def non_loopback_listeners() -> list[str]:
             if state != "0A":          # LISTEN
                 continue
             addr = local.split(":")[0]
-            loopback = (addr.endswith("7F") and len(addr) == 8                 # 127.x.x.x
+            loopback = ((addr.endswith("7F") and len(addr) == 8)                 # 127.x.x.x
                         or addr == "00000000000000000000000001000000"          # ::1
-                        or addr.startswith("0000000000000000FFFF0000") and addr.endswith("7F"))
+                        or (addr.startswith("0000000000000000FFFF0000") and addr.endswith("7F")))
             if not loopback:
                 bad.append(f"{table} {local}")
     return bad

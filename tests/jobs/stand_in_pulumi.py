@@ -2,7 +2,7 @@
 
 The real Pulumi CLI cannot be installed here (no network to get.pulumi.com, and no backend or
 cloud to deploy to), so these tests put this script on PATH as `pulumi`. It answers the two
-commands jobs/stack_outputs.py runs, in the real CLI's documented format
+commands jobs/cli/stack_outputs.py runs, in the real CLI's documented format
 (https://www.pulumi.com/docs/iac/cli/commands/pulumi_stack_output/, read 2026-12-01):
 
     pulumi stack output --json [--show-secrets] [-s|--stack NAME] [--non-interactive]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from jobs.goodput import compute_goodput
-from jobs.metrics import read_run_metrics
-from jobs.timeline import read_timeline
+from jobs.cli.goodput import compute_goodput
+from jobs.cli.metrics import read_run_metrics
+from jobs.cli.timeline import read_timeline
 from tools import synthetic_run
 
 

@@ -1,0 +1,132 @@
+"""The commands that talk to the run's Ray dashboard: submit, attach, logs, status, list, stop."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from jobs.cli.ray_jobs import Attempt, Runs, fmt_duration, fmt_time
+from jobs.cli.run_directory_commands import run_rows
+from jobs.cli.target import EntrypointBuilder, Target, UsageError, need_run, pick_attempt
+from jobs.contract.exit_codes import ExitCode
+
+
+def follow_and_report(runs: Runs, attempt: Attempt, args, out: TextIO, err: TextIO) -> int:
+    print(f"[jobs] following {attempt.submission_id} (Ctrl-C detaches; the attempt keeps running)",
+          file=err, flush=True)
+    runs.follow(attempt.submission_id, status_every=args.status_every)
+    final = runs.attempt_info(attempt.submission_id, attempt.number)
+    code = runs.exit_code_for(final)
+    if code == ExitCode.OK:
+        print(f"[jobs] {final.submission_id} SUCCEEDED after {fmt_duration(final.duration())}",
+              file=err, flush=True)
+    return code
+
+def cmd_submit(runs: Runs, target: Target, args, out, err, build: EntrypointBuilder) -> int:
+    spec = target.spec
+    if spec is None:
+        raise UsageError("submit needs the stack's run spec (output runSpec): target the stack "
+                         "(--stack STACK, or Pulumi's selected stack) deployed by this version")
+    entrypoint, runtime_env = build(spec, args)
+    result = runs.submit(spec, entrypoint, runtime_env, rerun=args.rerun, attempt=args.attempt)
+    a = result.attempt
+    if result.action == "succeeded":
+        print(f"[jobs] run {spec.run_id} already SUCCEEDED (attempt {a.number}, {a.submission_id}, "
+              f"ended {fmt_time(a.end_time)}); nothing submitted. --rerun starts attempt "
+              f"{a.number + 1} (it resumes from {spec.checkpoint_dir}).", file=out, flush=True)
+        return ExitCode.OK
+    if result.action == "attached":
+        print(f"[jobs] attempt {a.number} of run {spec.run_id} ({a.submission_id}) is {a.status}: "
+              "attaching to it, nothing submitted", file=out, flush=True)
+    else:
+        print(f"[jobs] submitted {a.submission_id} (attempt {a.number} of run {spec.run_id}); "
+              f"checkpoints: {spec.checkpoint_dir}", file=out, flush=True)
+    if args.no_follow:
+        return runs.exit_code_for(a) if not a.live else ExitCode.OK
+    return follow_and_report(runs, a, args, out, err)
+
+def cmd_attach(runs: Runs, target: Target, args, out, err) -> int:
+    attempt = pick_attempt(runs, target, args)
+    if not attempt.live:
+        print(f"[jobs] {attempt.submission_id} is already {attempt.status} "
+              f"(ended {fmt_time(attempt.end_time)})", file=out, flush=True)
+        return runs.exit_code_for(attempt)
+    return follow_and_report(runs, attempt, args, out, err)
+
+def cmd_logs(runs: Runs, target: Target, args, out, err) -> int:
+    attempt = pick_attempt(runs, target, args)
+    if args.follow and attempt.live:
+        return follow_and_report(runs, attempt, args, out, err)
+    out.write(runs.logs(attempt.submission_id))
+    out.flush()
+    return ExitCode.OK
+
+def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
+    from jobs.cli.training_logs import ProgressTracker
+
+    attempt = pick_attempt(runs, target, args)
+    structured = run_rows(args, target.run_id, target)
+    log = runs.logs(attempt.submission_id)
+    rows = [("run", target.run_id or attempt.metadata.get("run_id", "-")),
+            ("attempt", f"{attempt.number} ({attempt.submission_id})"),
+            ("state", attempt.status),
+            ("started", fmt_time(attempt.start_time)),
+            ("ended", fmt_time(attempt.end_time)),
+            ("elapsed", fmt_duration(attempt.duration()))]
+    if not any(key == "progress" for key, _ in structured):
+        # The live fallback: the console lines of the attempt's log on the Ray head.
+        tracker = ProgressTracker()
+        tracker.feed(log + "\n")
+        rows.append(("progress", tracker.describe() + " [console log]"))
+    rows += structured
+    from jobs.contract.records import restarts_from_log
+    rows.append(("restarts", describe_restarts(restarts_from_log(log))))
+    if attempt.message:
+        rows.append(("message", attempt.message))
+    if target.spec is not None:
+        rows.append(("checkpoints", target.spec.checkpoint_dir))
+    from jobs.cli.health_view import status_rows as health_rows
+    from jobs.contract.health import health_from_log
+    rows += health_rows(health_from_log(log))       # the gate's result line in the job log
+    for key, value in rows:
+        print(f"{key:<12}{value}", file=out)
+    out.flush()
+    return runs.exit_code_for(attempt, show_tail=False)
+
+def describe_restarts(records: list[dict]) -> str:
+    """`1 (lost_worker, exit 1, last checkpoint step 40)` from the driver's RESTART records."""
+    if not records:
+        return "0"
+    last = records[-1]
+    step = last.get("last_checkpoint_step")
+    return (f"{len(records)} (last: {last.get('reason')}, exit {last.get('exit_code')}, "
+            f"last checkpoint step {step if step is not None else 'none'})")
+
+def cmd_list(runs: Runs, target: Target, args, out, err) -> int:
+    run_id = need_run(target)
+    attempts = runs.attempts(run_id)
+    if not attempts:
+        print(f"run {run_id}: no attempts on {target.address}", file=out, flush=True)
+        return ExitCode.OK
+    print(f"run {run_id}", file=out)
+    header = (f"{'ATTEMPT':<8}{'SUBMISSION ID':<52}{'STATE':<11}{'STARTED':<22}{'ENDED':<22}"
+              f"{'DURATION':<10}RESTARTS")
+    print(header, file=out)
+    for a in attempts:
+        print(f"{a.number:<8}{a.submission_id:<52}{a.status:<11}{fmt_time(a.start_time):<22}"
+              f"{fmt_time(a.end_time):<22}{fmt_duration(a.duration()):<10}"
+              f"{len(runs.restarts(a.submission_id))}", file=out)
+    out.flush()
+    return ExitCode.OK
+
+def cmd_stop(runs: Runs, target: Target, args, out, err) -> int:
+    run_id = need_run(target)
+    stopped = runs.stop(run_id)
+    if stopped is None:
+        print(f"[jobs] run {run_id}: no PENDING or RUNNING attempt to stop", file=out, flush=True)
+        return ExitCode.OK
+    print(f"[jobs] stop requested for {stopped.submission_id} (attempt {stopped.number})",
+          file=out, flush=True)
+    if args.wait:
+        status = runs.wait_terminal(stopped.submission_id, timeout=args.wait_seconds)
+        print(f"[jobs] {stopped.submission_id}: {status}", file=out, flush=True)
+    return ExitCode.OK

@@ -1,0 +1,227 @@
+"""The jobs CLI: submit, attach, tail, stop and report GRPO runs on the stack's Ray cluster.
+
+    python -m jobs submit    --stack dev [--rerun] [--attempt N] [--no-follow]
+    python -m jobs attach    --stack dev
+    python -m jobs logs      --stack dev [--follow] [--attempt N]
+    python -m jobs status    --stack dev
+    python -m jobs list      --stack dev
+    python -m jobs stop      --stack dev [--wait]
+    python -m jobs plot      --stack dev --out run.png  |  --log FILE ... --out run.png
+    python -m jobs report    RUN [--run-dir DIR] [--stack dev] [--out DIR]
+    python -m jobs health    PATH
+    python -m jobs preflight --stack dev
+
+Target: the deployed stack (``pulumi stack output --json --show-secrets [-s STACK]``; no
+``--stack``: Pulumi's selected stack): its namespace, head service, run, spec and kubeconfig.
+The CLI opens ``kubectl port-forward`` (with the exported kubeconfig, in a private temporary
+file) to the RayCluster's head service on 127.0.0.1 for the duration of the command (always
+closed afterwards). Without Pulumi, or with ``--config-file FILE``, the stack file is the offline
+fallback (the offline preview's outputs; it says so on stderr). ``--address URL`` uses a dashboard
+you reach yourself (then ``--stack`` only names the run, or give ``--run-id``). docs/jobs-cli.md.
+Exit codes: jobs/contract/exit_codes.py (0 ok, 1 job failed or plot not written, 2 usage/config, 3 GPU
+wait timeout, 4 dashboard unreachable, 5 job stopped, 130 interrupted, 129/143 SIGHUP/SIGTERM);
+docs/errors-and-guarantees.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from jobs.cli.arguments import port_number, positive_int, positive_seconds, resolve_address
+from jobs.cli.live_commands import cmd_attach, cmd_list, cmd_logs, cmd_status, cmd_stop, cmd_submit
+from jobs.cli.ray_jobs import RetryPolicy, RunError, Runs
+from jobs.cli.run_directory_commands import cmd_health, cmd_plot, cmd_report, cmd_status_offline
+from jobs.cli.target import EntrypointBuilder, default_entrypoint, open_target
+from jobs.contract.credentials import redact
+from jobs.contract.exit_codes import ExitCode
+
+
+def build_parser() -> argparse.ArgumentParser:
+    target = argparse.ArgumentParser(add_help=False)
+    g = target.add_argument_group("target")
+    g.add_argument("--stack", "-s", help="the deployed stack whose outputs name the run and the RayCluster "
+                                         "(default: Pulumi's selected stack; without Pulumi: Pulumi.STACK.yaml, "
+                                         "offline)")
+    g.add_argument("--config-file", help="offline: a stack file in the Pulumi.<stack>.yaml format instead "
+                                         "of the deployed stack")
+    g.add_argument("--address", help="Ray dashboard URL, e.g. http://127.0.0.1:8265 (no port-forward; "
+                                     "default: $RAY_ADDRESS when set)")
+    g.add_argument("--run-id", help="the run, when no --stack names it")
+    g.add_argument("--kube-context", help="kubectl context for the port-forward")
+    g.add_argument("--kubectl", default="kubectl", help=argparse.SUPPRESS)
+    g.add_argument("--local-port", type=port_number, help="local port of the port-forward (default: a free one)")
+
+    follow = argparse.ArgumentParser(add_help=False)
+    follow.add_argument("--status-every", type=positive_seconds, default=30.0, metavar="SECONDS",
+                        help="status line (state, elapsed, latest step/reward) interval while following")
+
+    which = argparse.ArgumentParser(add_help=False)
+    which.add_argument("--attempt", type=positive_int, help="attempt number (default: the latest)")
+    which.add_argument("--submission-id", help="a Ray submission id instead of the run's attempts")
+
+    parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Exit codes: 0 ok, 1 job failed, 2 usage/config error, "
+                                            "3 GPU wait timeout, 4 dashboard unreachable, "
+                                            "5 job stopped, 130 interrupted (129 SIGHUP, 143 SIGTERM).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("submit", parents=[target, follow], help="submit the next attempt, or attach to the live one")
+    p.add_argument("--rerun", action="store_true", help="submit a new attempt even if the run SUCCEEDED")
+    p.add_argument("--attempt", type=positive_int, help="force this attempt number")
+    p.add_argument("--no-follow", action="store_true", help="return once submitted")
+    sub.add_parser("attach", parents=[target, follow, which], help="follow the latest (or given) attempt")
+    p = sub.add_parser("logs", parents=[target, follow, which], help="print (or --follow) an attempt's logs")
+    p.add_argument("--follow", "-f", action="store_true")
+    rundir = argparse.ArgumentParser(add_help=False)
+    rundir.add_argument("--run-dir", help="the run's directory (/data/runs/<run-id> on the cluster, or a copy): "
+                                          "TensorBoard metrics and timeline; alone, no dashboard is needed")
+    rundir.add_argument("--fetch", action="store_true",
+                        help="first copy the run directory from the head pod (kubectl cp) to --run-dir "
+                             "or ./runs/<run-id>")
+    sub.add_parser("status", parents=[target, which, rundir], help="state, progress, goodput and cost of the run")
+    sub.add_parser("list", parents=[target], help="the run's attempts with state and times")
+    p = sub.add_parser("stop", parents=[target], help="stop the run's live attempt")
+    p.add_argument("--wait", action="store_true", help="wait until it is STOPPED")
+    p.add_argument("--wait-seconds", type=positive_seconds, default=60.0, help=argparse.SUPPRESS)
+    p = sub.add_parser("plot", parents=[target, which, rundir],
+                       help="reward, response length and throughput over steps (PNG)")
+    p.add_argument("--log", action="append", help="a console log file (repeat for attempts, oldest first)")
+    p.add_argument("--out", required=True, help="PNG to write")
+    p.add_argument("--framework", choices=("auto", "verl", "nemo-rl"), default="auto")
+    p = sub.add_parser("report", help="one HTML page with the run's curves, timeline, goodput and cost")
+    p.add_argument("run", metavar="RUN", help="run id (its directory /data/runs/RUN) or a run directory")
+    p.add_argument("--run-dir", help="the run's directory, when RUN is an id and the directory is elsewhere")
+    p.add_argument("--stack", "-s", help="stack whose outputs give the machines, nodes, price model and "
+                                         "planned steps (deployed; without Pulumi: the stack file)")
+    p.add_argument("--config-file", help="offline: a stack file in the Pulumi.<stack>.yaml format")
+    p.add_argument("--out", help="folder to write report.html and the PNGs to (default: report-RUN)")
+    p.add_argument("--fetch", action="store_true",
+                   help="first copy /data/runs/RUN from the stack's Ray head pod (kubectl cp)")
+    p.add_argument("--kube-context", help="kubectl context for --fetch")
+    p.add_argument("--kubectl", default="kubectl", help=argparse.SUPPRESS)
+    p = sub.add_parser("health", help="the fabric and storage gate's result (health.json), as status shows it")
+    p.add_argument("path", metavar="PATH", help="a health.json, or the run directory holding it")
+    sub.add_parser("preflight", help="check the job config against the frameworks' rules",
+                   add_help=False)
+    return parser
+
+
+COMMANDS = {"attach": cmd_attach, "logs": cmd_logs, "status": cmd_status, "list": cmd_list,
+            "stop": cmd_stop}
+
+
+def _preflight(argv: Sequence[str]) -> int:
+    from jobs.cli import preflight
+
+    return int(preflight.main(list(argv)) or 0)
+
+def main(argv: Sequence[str] | None = None, *, build_entrypoint: EntrypointBuilder | None = None,
+         out: TextIO | None = None, err: TextIO | None = None,
+         retry: RetryPolicy = RetryPolicy()) -> int:
+    """The CLI; SIGTERM and SIGHUP end it like Ctrl-C does (the port-forward is stopped, the
+    attempt keeps running), with exit code 128 + the signal number."""
+    err_stream = err or sys.stderr
+    with _signals_end_the_command():
+        try:
+            return _main(argv, build_entrypoint=build_entrypoint, out=out, err=err, retry=retry)
+        except _Terminated as exc:
+            print(f"\n[jobs] {signal.Signals(exc.signum).name}: stopped; the port-forward is closed "
+                  "and the attempt keeps running on the cluster (`python -m jobs stop` stops it)",
+                  file=err_stream, flush=True)
+            return 128 + exc.signum
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised in the main thread so that every context unwinds."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+@contextlib.contextmanager
+def _signals_end_the_command():
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated(signum)
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):  # pragma: no cover - not the main thread / unsupported
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+def _main(argv: Sequence[str] | None, *, build_entrypoint: EntrypointBuilder | None,
+          out: TextIO | None, err: TextIO | None, retry: RetryPolicy) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if argv and argv[0] == "preflight":
+        return _preflight(argv[1:])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if not args.command:
+        parser.print_help(err)
+        return ExitCode.USAGE
+    target = None
+    try:
+        resolve_address(args)
+        if args.command == "plot" and args.log:
+            return cmd_plot(None, None, args, out, err)
+        if args.command == "report":
+            return cmd_report(args, out, err)
+        if args.command == "health":
+            return cmd_health(args, out, err)
+        if args.command in ("status", "plot") and args.run_dir and not (args.address or args.fetch):
+            # The run directory alone: no dashboard (a copy on the laptop, or on the head);
+            # --stack then only gives the config (machines, prices, planned steps).
+            return cmd_status_offline(args, out, err) if args.command == "status" else \
+                cmd_plot(None, None, args, out, err)
+        with open_target(args, err) as target:
+            runs = Runs(target.address, retry=retry, out=out, err=err)
+            if args.command == "submit":
+                return cmd_submit(runs, target, args, out, err, build_entrypoint or default_entrypoint)
+            if args.command == "plot":
+                return cmd_plot(runs, target, args, out, err)
+            return COMMANDS[args.command](runs, target, args, out, err)
+    except RunError as exc:
+        print(f"[jobs] error: {redact(exc)}", file=err, flush=True)
+        return exc.exit_code
+    except RuntimeError as exc:
+        # The Job Submission SDK's "Request failed with status code N: ..." (and its own checks).
+        text = str(exc)
+        if "status code 404" in text or "does not exist" in text:
+            print(f"[jobs] error: {redact(text)[:2000]}", file=err, flush=True)
+            return ExitCode.USAGE
+        print(f"[jobs] error: the Ray dashboard at {getattr(target, 'address', '?')} answered "
+              f"with an error: {redact(text)[:2000]}", file=err, flush=True)
+        return ExitCode.DASHBOARD_UNREACHABLE
+    except KeyboardInterrupt:
+        print("\n[jobs] interrupted: stopped following; the attempt keeps running on the cluster "
+              "(`python -m jobs stop` stops it)", file=err, flush=True)
+        return ExitCode.INTERRUPTED
+    except Exception as exc:
+        if os.environ.get("GKE_GRPO_DEBUG") == "1":
+            raise
+        print(f"[jobs] internal error ({type(exc).__name__}: {redact(exc)[:300]}); this is a bug: "
+              "rerun with GKE_GRPO_DEBUG=1 for the traceback", file=err, flush=True)
+        return ExitCode.FAILED

@@ -1,0 +1,284 @@
+"""Per-step metrics from the frameworks' own TensorBoard event files under the run directory:
+<run dir>/tensorboard/attempt-<a>-start-<s>/ (one folder per trainer start; jobs/contract/records.py).
+
+    read_run_metrics(run_dir) -> RunMetrics(starts=[StartMetrics...], framework)
+    RunMetrics.merged() -> [StepMetrics]       # one per step, a later start wins
+    RunMetrics.step_records() -> [jobs.logs.StepRecord]   # what jobs/cli/plot.py draws
+
+Read with TensorBoard's own reader (tensorboard.backend.event_processing.event_accumulator,
+tensorboard==2.21.0, requirements-dev.txt): this runs on the laptop (status, plot, report),
+never on the Ray head. A live event file may end in a half-written record: the reader stops
+there (TensorBoard's loader treats a truncated record as the end of the file).
+
+The tags, per framework, each the framework's own definition (first tag present wins):
+
+verl v0.7.1 (trainer.logger includes tensorboard; verl/utils/tracking.py _TensorboardAdapter
+writes every key of the step's metrics dict with torch's SummaryWriter.add_scalar(key, value,
+step); the keys:
+  reward        critic/score/mean             verl/trainer/ppo/metric_utils.py compute_data_metrics
+  length        response_length/mean          same
+  step time     timing_s/step                 compute_timing_metrics ("timing_s/{name}"), the
+                                              marked_timer("step") of ray_trainer.py fit()
+  tokens/s/GPU  perf/throughput               compute_throughout_metrics: total_num_tokens /
+                                              (timing_s/step x n_gpus)
+  MFU           perf/mfu/actor                ray_trainer.py ("actor/mfu" renamed), estimated
+                                              flops / promised flops / world size
+  checkpoint    timing_s/save_checkpoint      marked_timer("save_checkpoint"), inside "step"
+  validation    timing_s/testing              marked_timer("testing"), inside "step"
+  val score     val-core/<source>/<var>/mean@N   ray_trainer.py _val_metrics_update; step 0 is
+                                              val_before_train (logged at global_steps = 0)
+
+NeMo RL v0.5.0 (logger.tensorboard_enabled; nemo_rl/utils/logger.py TensorboardLogger.log_metrics
+writes f"{prefix}/{name}" with SummaryWriter.add_scalar; nemo_rl/algorithms/grpo.py grpo_train):
+  reward        train/reward                  metrics["reward"] (mean; with dynamic sampling the
+                                              total reward, as the console's "Avg Total Reward")
+  length        train/mean_gen_tokens_per_sample   rollout_metrics (experience/rollouts.py)
+  step time     timing/train/total_step_time  timer "total_step_time" (prefix timing/train)
+  tokens/s/GPU  timing/train/valid_tokens_per_sec_per_gpu   global_valid_toks / total_step_time
+                                              / (cluster.num_nodes x gpus_per_node)
+  MFU           performance/train_fp_utilization   algorithms/utils.py print_performance_metrics,
+                                              only when the policy reports its FLOPs
+  checkpoint    timing/train/checkpointing    timer "checkpointing", inside total_step_time
+  validation    timing/validation/total_validation_time   validate(); inside the step timer
+                                              for periodic validation
+  val score     validation/accuracy           step 0 is val_at_start
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobs.cli.training_logs import StepRecord
+from jobs.contract.records import TENSORBOARD_DIR, parse_start_dir
+
+# field -> tags, first present wins
+VERL_TAGS: dict[str, tuple[str, ...]] = {
+    "reward": ("critic/score/mean", "critic/rewards/mean"),
+    "response_length": ("response_length/mean",),
+    "step_time": ("timing_s/step", "perf/time_per_step"),
+    "tokens_per_sec_per_gpu": ("perf/throughput",),
+    "mfu": ("perf/mfu/actor",),
+    "checkpoint_time": ("timing_s/save_checkpoint",),
+    "validation_time": ("timing_s/testing",),
+}
+NEMO_RL_TAGS: dict[str, tuple[str, ...]] = {
+    "reward": ("train/reward",),
+    "response_length": ("train/mean_gen_tokens_per_sample",),
+    "step_time": ("timing/train/total_step_time",),
+    "tokens_per_sec_per_gpu": ("timing/train/valid_tokens_per_sec_per_gpu",
+                               "performance/tokens_per_sec_per_gpu"),
+    "mfu": ("performance/train_fp_utilization",),
+    "checkpoint_time": ("timing/train/checkpointing",),
+    "validation_time": ("timing/validation/total_validation_time",),
+}
+FRAMEWORK_TAGS = {"verl": VERL_TAGS, "nemo-rl": NEMO_RL_TAGS}
+_VERL_VAL = re.compile(r"^val-core/.+/(?:reward|acc)/mean@\d+$")
+NEMO_RL_VAL_TAG = "validation/accuracy"
+
+FIELDS = ("reward", "response_length", "step_time", "tokens_per_sec_per_gpu", "mfu",
+          "checkpoint_time", "validation_time", "val_reward")
+LABELS = {
+    "reward": "reward (mean)",
+    "response_length": "response length (tokens)",
+    "step_time": "step time (s)",
+    "tokens_per_sec_per_gpu": "tokens/s per GPU",
+    "mfu": "MFU",
+    "checkpoint_time": "checkpoint save (s)",
+    "validation_time": "validation (s)",
+    "val_reward": "validation score",
+}
+_EVENT_FILE = "tfevents"
+
+
+@dataclass
+class StepMetrics:
+    step: int
+    wall_time: float                      # when the framework logged the step (event wall time)
+    attempt: int = 0
+    start: int = 0
+    values: dict[str, float] = field(default_factory=dict)
+
+    def get(self, name: str) -> float | None:
+        value = self.values.get(name)
+        return None if value is None or math.isnan(value) else value
+
+    @property
+    def is_training(self) -> bool:
+        return any(self.get(k) is not None for k in ("reward", "response_length", "step_time"))
+
+
+@dataclass
+class StartMetrics:
+    attempt: int
+    start: int
+    path: Path
+    steps: list[StepMetrics]              # sorted by step
+    tags: frozenset[str] = frozenset()
+
+    @property
+    def training_steps(self) -> list[StepMetrics]:
+        return [s for s in self.steps if s.is_training]
+
+
+@dataclass
+class RunMetrics:
+    framework: str | None
+    starts: list[StartMetrics]            # in (attempt, start) order
+
+    @property
+    def empty(self) -> bool:
+        return not any(s.steps for s in self.starts)
+
+    def merged(self) -> list[StepMetrics]:
+        """One row per step over all starts; a later start's values win (a resumed start
+        re-logs the steps after its checkpoint), but a later validation-only row does not erase
+        the training values of that step (verl validates on the resume step)."""
+        by_step: dict[int, StepMetrics] = {}
+        for start in self.starts:
+            for row in start.steps:
+                previous = by_step.get(row.step)
+                if previous is not None and not row.is_training:
+                    previous.values.update(row.values)
+                    continue
+                merged = StepMetrics(row.step, row.wall_time, row.attempt, row.start, dict(row.values))
+                if previous is not None and "val_reward" in previous.values and "val_reward" not in merged.values:
+                    merged.values["val_reward"] = previous.values["val_reward"]
+                by_step[row.step] = merged
+        return [by_step[s] for s in sorted(by_step)]
+
+    def latest(self) -> StepMetrics | None:
+        training = [r for r in self.merged() if r.is_training]
+        return training[-1] if training else None
+
+    def step_records(self) -> list[StepRecord]:
+        out = []
+        for row in self.merged():
+            rec = StepRecord(step=row.step, reward=row.get("reward"),
+                             response_length=row.get("response_length"), val_reward=row.get("val_reward"))
+            rec.metrics = {k: v for k, v in row.values.items() if not math.isnan(v)}
+            out.append(rec)
+        return out
+
+
+def _event_dirs(root: Path) -> list[Path]:
+    """Folders holding event files, below ``root`` (NeMo RL writes <log_dir>/exp_NNN/tensorboard)."""
+    found = set()
+    for dirpath, _dirs, files in os.walk(root):
+        if any(_EVENT_FILE in f for f in files):
+            found.add(Path(dirpath))
+    return sorted(found)
+
+
+def read_scalars(directory: Path) -> dict[str, list[tuple[int, float, float]]]:
+    """tag -> [(step, wall_time, value)] of every scalar in the event files of one folder,
+    through TensorBoard's EventAccumulator (all scalars kept: size guidance 0)."""
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+
+    acc = EventAccumulator(str(directory), size_guidance={SCALARS: 0}, purge_orphaned_data=False)
+    acc.Reload()
+    out: dict[str, list[tuple[int, float, float]]] = {}
+    for tag in acc.Tags().get(SCALARS, []):
+        out[tag] = [(int(e.step), float(e.wall_time), float(e.value)) for e in acc.Scalars(tag)]
+    return out
+
+
+def detect_framework(tags: Iterable[str]) -> str | None:
+    tags = set(tags)
+    verl = sum(1 for t in tags if t.startswith(("critic/", "timing_s/", "perf/", "response_length/"))
+               or _VERL_VAL.match(t))
+    nemo = sum(1 for t in tags if t.startswith(("train/", "timing/train/", "validation/", "performance/")))
+    if not verl and not nemo:
+        return None
+    return "verl" if verl >= nemo else "nemo-rl"
+
+
+def _val_tag(framework: str, tags: Iterable[str]) -> str | None:
+    if framework == "nemo-rl":
+        return NEMO_RL_VAL_TAG if NEMO_RL_VAL_TAG in tags else None
+    candidates = sorted(t for t in tags if _VERL_VAL.match(t))
+    return candidates[0] if candidates else None
+
+
+def steps_from_scalars(scalars: dict[str, list[tuple[int, float, float]]], framework: str,
+                       attempt: int = 0, start: int = 0) -> list[StepMetrics]:
+    """Rows per step from tag series; the latest wall time of a (tag, step) wins."""
+    tag_map = dict(FRAMEWORK_TAGS[framework])
+    val = _val_tag(framework, scalars)
+    if val:
+        tag_map["val_reward"] = (val,)
+    rows: dict[int, StepMetrics] = {}
+    for name, tags in tag_map.items():
+        tag = next((t for t in tags if t in scalars), None)
+        if tag is None:
+            continue
+        latest: dict[int, tuple[float, float]] = {}
+        for step, wall, value in scalars[tag]:
+            if step not in latest or wall >= latest[step][0]:
+                latest[step] = (wall, value)
+        for step, (wall, value) in latest.items():
+            row = rows.setdefault(step, StepMetrics(step, wall, attempt, start))
+            row.wall_time = max(row.wall_time, wall)
+            row.values[name] = value
+    return [rows[s] for s in sorted(rows)]
+
+
+def _start_scalars(path: Path) -> dict[str, list[tuple[int, float, float]]]:
+    scalars: dict[str, list[tuple[int, float, float]]] = {}
+    for directory in _event_dirs(path):
+        for tag, points in read_scalars(directory).items():
+            scalars.setdefault(tag, []).extend(points)
+    return scalars
+
+
+def start_dirs(run_directory: str | Path) -> list[tuple[int, int, Path]]:
+    """(attempt, start, folder) of every trainer start folder, in order. A folder whose name is
+    not attempt-A-start-S (a trainer started outside the driver) sorts first as attempt 0."""
+    root = Path(run_directory) / TENSORBOARD_DIR
+    if not root.is_dir():
+        return []
+    out = []
+    for child in root.iterdir():
+        if child.is_dir():
+            attempt, start = parse_start_dir(child.name) or (0, 0)
+            out.append((attempt, start, child))
+    return sorted(out, key=lambda t: (t[0], t[1], t[2].name))
+
+
+def read_run_metrics(run_directory: str | Path, framework: str | None = None) -> RunMetrics:
+    """Every start's metrics; the framework is given (the spec's) or detected from all tags."""
+    raw = [(a, s, path, _start_scalars(path)) for a, s, path in start_dirs(run_directory)]
+    framework = framework or detect_framework(t for *_, scalars in raw for t in scalars)
+    starts = [StartMetrics(a, s, path, steps_from_scalars(scalars, framework, a, s) if framework else [],
+                           frozenset(scalars))
+              for a, s, path, scalars in raw]
+    return RunMetrics(framework, starts)
+
+
+def describe_latest(row: StepMetrics | None) -> str:
+    """One line for `status`: the latest training step's metrics."""
+    if row is None:
+        return "no training step in the TensorBoard files yet"
+    parts = [f"step {row.step}"]
+    formats = (("reward", "reward {:.4f}"), ("response_length", "response length {:.1f}"),
+               ("step_time", "step time {:.1f} s"), ("tokens_per_sec_per_gpu", "{:,.0f} tokens/s/GPU"),
+               ("mfu", "MFU {:.1%}"))
+    for name, fmt in formats:
+        value = row.get(name)
+        if value is not None:
+            parts.append(fmt.format(value))
+    return ", ".join(parts)
+
+
+def series(rows: Sequence[StepMetrics], name: str) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for r in rows:
+        v = r.get(name)
+        if v is not None:
+            xs.append(r.step)
+            ys.append(v)
+    return xs, ys

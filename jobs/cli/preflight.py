@@ -1,0 +1,50 @@
+"""``gke-grpo preflight --stack STACK [--config-file FILE]``: a stack's GRPO job checked against
+the rules of verl / NeMo RL (jobs/plan/preflight) before anything is created or submitted.
+
+Exit codes: 0 no errors (warnings may be printed); 2 the stack config is invalid or unreadable,
+or preflight found errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from jobs.cli.stack_outputs import StackError, offline_spec
+from jobs.contract.exit_codes import ExitCode
+from jobs.plan.gpu_memory import format_plan, plan_for_spec
+from jobs.plan.preflight import check, errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Load and validate the stack config, build the spec, print findings. Exit 0 when there is
+    no error (warnings allowed), 2 on an invalid or unreadable config or a preflight error."""
+    parser = argparse.ArgumentParser(prog="python -m jobs preflight",
+                                     description="Check a stack's GRPO job against the rules of "
+                                                 "verl / NeMo RL before anything runs.")
+    parser.add_argument("--stack", required=True, help="stack name: reads Pulumi.<stack>.yaml")
+    parser.add_argument("--config-file", type=Path, default=None,
+                        help="a stack file to read instead of Pulumi.<stack>.yaml")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(ExitCode.USAGE if exit_.code else ExitCode.OK)
+
+    try:
+        spec = offline_spec(args.stack, args.config_file)
+    except StackError as err:
+        print(f"preflight: {err}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    findings = check(spec)
+    for finding in findings:
+        print(finding)
+    plan = plan_for_spec(spec)
+    if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
+        print(format_plan(plan))
+    failed = errors(findings)
+    warnings = len(findings) - len(failed)
+    print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "
+          f"{len(failed)} error(s), {warnings} warning(s)")
+    return int(ExitCode.USAGE if failed else ExitCode.OK)
+

@@ -1,0 +1,193 @@
+"""The commands that read a run's directory (/data/runs/<run-id>: TensorBoard files and the
+timeline, on the cluster, fetched, or copied): status rows, plot and report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jobs.cli.ray_jobs import Runs
+from jobs.cli.stack_outputs import StackTarget, kubeconfig_file
+from jobs.cli.target import Target, Unreachable, UsageError, load_stack, need_run, pick_attempt
+from jobs.contract.exit_codes import ExitCode
+from jobs.contract.spec import GrpoSpec
+
+
+def run_directory_of(args, run_id: str | None, stack_info: StackTarget | None = None) -> Path | None:
+    """--fetch (a copy from the head pod), --run-dir, else /data/runs/<run-id> when this machine
+    sees it (on the head, or a mount)."""
+    from jobs.contract.records import run_dir
+
+    if getattr(args, "fetch", False):
+        if stack_info is None or not run_id:
+            raise UsageError("--fetch needs --stack STACK: its RayCluster is where the run directory is")
+        from jobs.cli.fetch_run import FetchError, fetch_run_dir
+
+        dest = Path(args.run_dir) if getattr(args, "run_dir", None) else Path("runs") / run_id
+        exported = None if args.kube_context else stack_info.kubeconfig
+        try:
+            with kubeconfig_file(exported) as kubeconfig:
+                return fetch_run_dir(stack_info.namespace, stack_info.ray_cluster_name, run_id, dest,
+                                     kubectl=args.kubectl, context=args.kube_context,
+                                     kubeconfig=kubeconfig)
+        except FetchError as exc:
+            raise Unreachable(f"--fetch: {exc}") from None
+    if getattr(args, "run_dir", None):
+        path = Path(args.run_dir)
+        if not path.is_dir():
+            raise UsageError(f"--run-dir {path}: not a directory")
+        return path
+    if run_id:
+        try:
+            path = run_dir(run_id)
+        except ValueError:
+            return None
+        return path if path.is_dir() else None
+    return None
+
+def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = None,
+                   spec: GrpoSpec | None = None):
+    from jobs.cli.report import CostBasis, collect_inputs, planned_steps
+
+    directory = run_directory_of(args, run_id, stack_info)
+    if directory is None:
+        return None
+    cost_basis = preview = planned = None
+    estimate = stack_info.cost_estimate if stack_info is not None else None
+    if estimate is not None:   # the stack's output costEstimate (components/cost.py estimate_cost)
+        try:
+            cost_basis = CostBasis(str(estimate["machineType"]), str(estimate["provisioningModel"]),
+                                   int(estimate["gpuNodes"]))
+        except (KeyError, TypeError, ValueError):
+            raise UsageError("the stack's output costEstimate has no machineType, provisioningModel "
+                             "and gpuNodes: deploy this version of the program") from None
+        preview = estimate
+    if spec is not None:
+        planned = planned_steps(spec.total_steps, spec.total_epochs, spec.prompts_per_step)
+    return collect_inputs(directory, run_id or directory.name, framework=spec.framework if spec else None,
+                          cost_basis=cost_basis, planned=planned, preview_estimate=preview)
+
+def run_rows(args, run_id: str | None, target: Target | None) -> list[tuple[str, str]]:
+    from jobs.cli.report import status_rows
+
+    inputs = report_inputs(args, run_id, getattr(target, "stack", None), getattr(target, "spec", None))
+    return status_rows(inputs) if inputs is not None else []
+
+def cmd_status_offline(args, out, err) -> int:
+    """status from a run directory alone (no Ray dashboard): `status --run-dir DIR`."""
+    from jobs.cli.report import status_rows
+
+    stack_info = spec = None
+    if args.stack or args.config_file:
+        stack_info = load_stack(args.stack, args.config_file, err)
+        spec = stack_info.spec
+    inputs = report_inputs(args, args.run_id or Path(args.run_dir).resolve().name, stack_info, spec)
+    assert inputs is not None
+    g = inputs.goodput
+    rows = [("run", inputs.run_id), ("run dir", str(inputs.run_dir)),
+            ("state", "live (no driver_end yet)" if g.live else "ended")]
+    rows += status_rows(inputs)
+    if not any(key == "progress" for key, _ in rows):
+        rows.append(("progress", "no TensorBoard step metrics in the run directory"))
+    for key, value in rows:
+        print(f"{key:<12}{value}", file=out)
+    out.flush()
+    return ExitCode.OK
+
+def cmd_report(args, out, err) -> int:
+    stack_info = spec = None
+    if args.stack or args.config_file:
+        stack_info = load_stack(args.stack, args.config_file, err)
+        spec = stack_info.spec
+    run = args.run
+    if Path(run).is_dir() and not args.run_dir:
+        args.run_dir = run
+        run = Path(run).resolve().name
+    run_id = run
+    if spec is not None and not args.run_dir and run_id != spec.run_id:
+        print(f"[jobs] note: run {run_id} is not the stack's run ({spec.run_id}); cost and planned "
+              "steps are the stack's", file=err, flush=True)
+    inputs = report_inputs(args, run_id, stack_info, spec)
+    if inputs is None:
+        from jobs.contract.records import run_dir
+        raise UsageError(f"no run directory for {run_id}: {run_dir(run_id)} is not here; give "
+                         "--fetch --stack STACK (a copy from the head pod), or copy it yourself "
+                         "(docs/metrics-and-report.md) and give --run-dir DIR")
+    if inputs.timeline.empty and inputs.metrics.empty:
+        raise UsageError(f"{inputs.run_dir}: no events.jsonl and no TensorBoard files: not a run directory?")
+    from jobs.cli.report import build_report
+
+    report = build_report(inputs)
+    page = report.write(args.out or f"report-{inputs.run_id}")
+    print(f"[jobs] wrote {page} ({len(report.figures)} figures): goodput {inputs.goodput.describe()}",
+          file=out, flush=True)
+    return ExitCode.OK
+
+def cmd_plot(runs: Runs | None, target: Target | None, args, out, err) -> int:
+    from jobs.cli.plot import plot_records, summary
+    from jobs.cli.training_logs import merge_runs, parse_log
+
+    framework = None if args.framework == "auto" else args.framework
+    structured = None if args.log else report_inputs(
+        args, getattr(target, "run_id", None) or args.run_id, getattr(target, "stack", None),
+        getattr(target, "spec", None))
+    if structured is not None and not structured.metrics.empty:
+        records = structured.metrics.step_records()
+        title = structured.run_id
+        source = "TensorBoard files"
+    elif runs is None and not args.log:
+        raise UsageError(f"{getattr(args, 'run_dir', None)}: no TensorBoard step metrics there")
+    elif args.log:
+        texts = []
+        for name in args.log:
+            try:
+                texts.append((name, Path(name).read_text(errors="replace")))
+            except OSError as exc:
+                raise UsageError(f"cannot read {name}: {exc.strerror}") from None
+        title = ", ".join(Path(n).name for n, _ in texts)
+    else:
+        assert runs is not None and target is not None
+        if args.attempt is not None or args.submission_id:
+            chosen = [pick_attempt(runs, target, args)]
+        else:
+            chosen = runs.attempts(need_run(target))
+            if not chosen:
+                raise UsageError(f"run {target.run_id} has no attempt on {target.address} yet")
+        texts = [(a.submission_id, runs.logs(a.submission_id)) for a in chosen]
+        title = target.run_id or chosen[-1].submission_id
+        if target.spec is not None and framework is None:
+            framework = target.spec.framework
+    if structured is None or structured.metrics.empty:
+        records = merge_runs(*(parse_log(text, framework) for _, text in texts))
+        source = "console log"
+    try:
+        path = plot_records(records, args.out, title=title)
+    except ValueError as exc:
+        print(f"[jobs] {exc}", file=err, flush=True)
+        return ExitCode.USAGE
+    except OSError as exc:   # a full disk, an unwritable or impossible path
+        print(f"[jobs] error: cannot write the plot to {args.out}: "
+              f"{exc.strerror or type(exc).__name__}", file=err, flush=True)
+        return ExitCode.FAILED
+    print(f"[jobs] wrote {path}: {summary(records)} [{source}]", file=out, flush=True)
+    return ExitCode.OK
+
+
+def cmd_health(args, out, err) -> int:
+    """`health PATH`: a health.json (or the run directory holding it) as `status` shows it; exit
+    0 when the gate passed, 6 when it failed."""
+    from jobs.cli.health_view import read_health, status_rows
+    from jobs.contract.health import HEALTH_FILE
+
+    path = Path(args.path)
+    if path.is_dir():
+        path = path / HEALTH_FILE
+    try:
+        doc = read_health(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: not a health result (a JSON object)")
+    for key, value in status_rows(doc):
+        print(f"{key:<12}{value}", file=out)
+    out.flush()
+    return ExitCode.OK if doc.get("passed") else ExitCode.HEALTH_GATE_FAILED

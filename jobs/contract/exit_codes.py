@@ -1,0 +1,59 @@
+"""Every exit code of every program of the run, in one table, so a number means one thing
+wherever it appears: the run driver's (the Ray job's status and the RayJob's), the GPU wait's,
+the health gate's, data staging's and the jobs CLI's (docs/errors-and-guarantees.md).
+
+Which program returns which code is in ``USED_BY``; a test keeps the docs' table equal to it.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    # The trainer failed after training steps, not as a lost worker (driver); the Ray job
+    # failed, or a plot or report could not be written (CLI); a staging step failed.
+    FAILED = 1
+    USAGE = 2                    # bad arguments, an invalid plan or config
+    GPU_WAIT_TIMEOUT = 3         # the run's GPUs did not become available in time
+    DASHBOARD_UNREACHABLE = 4    # the Ray dashboard did not answer (CLI)
+    JOB_STOPPED = 5              # the Ray job was stopped (CLI)
+    HEALTH_GATE_FAILED = 6       # the fabric or storage gate did not pass
+    NO_RAY = 7                   # could not connect to Ray (GPU wait, gate)
+    BEFORE_FIRST_STEP = 10       # the trainer failed before the attempt's first training step
+    RESTARTS_EXHAUSTED = 11      # lost workers max_restarts times
+    DEADLINE = 12                # the run's time budget is spent; the trainer was stopped
+    PREPARE_FAILED = 13          # data or model staging failed
+    TRAINER_NOT_FOUND = 15       # the trainer command or its working directory does not exist
+    NOT_WRITABLE = 16            # the checkpoint or run directory cannot be written
+    HANGUP = 129                 # SIGHUP (CLI)
+    INTERRUPTED = 130            # Ctrl-C (CLI)
+    TERMINATED = 143             # SIGTERM: `ray job stop`, the RayJob deleted (driver, CLI)
+
+
+DRIVER = "driver"
+GPU_WAIT = "gpu wait"
+GATE = "health gate"
+STAGING = "staging"
+CLI = "jobs CLI"
+
+USED_BY: dict[ExitCode, tuple[str, ...]] = {
+    ExitCode.OK: (DRIVER, GPU_WAIT, GATE, STAGING, CLI),
+    ExitCode.FAILED: (DRIVER, STAGING, CLI),
+    ExitCode.USAGE: (DRIVER, GPU_WAIT, GATE, STAGING, CLI),
+    ExitCode.GPU_WAIT_TIMEOUT: (DRIVER, GPU_WAIT, CLI),
+    ExitCode.DASHBOARD_UNREACHABLE: (CLI,),
+    ExitCode.JOB_STOPPED: (CLI,),
+    ExitCode.HEALTH_GATE_FAILED: (DRIVER, GATE, CLI),
+    ExitCode.NO_RAY: (GPU_WAIT, GATE),
+    ExitCode.BEFORE_FIRST_STEP: (DRIVER,),
+    ExitCode.RESTARTS_EXHAUSTED: (DRIVER,),
+    ExitCode.DEADLINE: (DRIVER,),
+    ExitCode.PREPARE_FAILED: (DRIVER,),
+    ExitCode.TRAINER_NOT_FOUND: (DRIVER,),
+    ExitCode.NOT_WRITABLE: (DRIVER,),
+    ExitCode.HANGUP: (CLI,),
+    ExitCode.INTERRUPTED: (CLI,),
+    ExitCode.TERMINATED: (DRIVER, CLI),
+}

@@ -1,0 +1,192 @@
+"""The health gate's contract: what the run plan carries under "health" (``HealthPlan``), the
+result it leaves in ``<run_dir>/health.json`` and in one ``[health] result {...}`` log line, and
+bus bandwidth as nccl-tests defines it (NVIDIA/nccl-tests doc/PERFORMANCE.md, v2.19.6):
+
+    algbw = S / t          S: bytes of the whole array (all_gather: the gathered output)
+    all_reduce busbw = algbw x 2(n-1)/n        all_gather busbw = algbw x (n-1)/n
+
+with t each rank's time per iteration averaged over the ranks (nccl-tests src/common.cu,
+``average = 1``).
+
+The Pulumi program builds the plan (components/health_gate.py, thresholds from
+jobs/plan/health_thresholds.py), the gate on the head measures (jobs/head/fabric_gate.py), and
+the jobs CLI shows the result (jobs/cli/health_view.py). docs/health-gates.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+GIB = 1 << 30
+MIB = 1 << 20
+HEALTH_FILE = "health.json"
+LOG_PREFIX = "[health]"
+RESULT_MARKER = f"{LOG_PREFIX} result "
+COLLECTIVES = ("all_gather", "all_reduce")
+MODES = ("enforce", "warn", "off")
+
+
+class HealthPlanError(ValueError):
+    """The run plan's "health" section is not a valid health plan."""
+
+
+@dataclass(frozen=True)
+class PublishedFigure:
+    collective: str
+    nodes: int
+    size_bytes: int
+    busbw_gbps: float
+    source: str
+    read: str = ""            # when the source was read
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    directory: str                  # where the probe writes (under the run dir on /data)
+    size_bytes: int                 # all streams together: about one checkpoint shard
+    streams: int
+    kind: str                       # "lustre" | "gcs"
+    expected_write_gbps: float | None
+    expected_read_gbps: float | None
+    expected_source: str
+    warn_fraction: float = 0.5
+    block_bytes: int = 8 * MIB
+
+
+@dataclass(frozen=True)
+class HealthPlan:
+    mode: str = "enforce"                                   # enforce | warn | off
+    backend: str = "nccl"                                   # nccl | gloo (tests)
+    machine_type: str = ""
+    collectives: tuple[str, ...] = COLLECTIVES
+    sizes_bytes: tuple[int, ...] = (1 * GIB, 2 * GIB, 4 * GIB, 8 * GIB)
+    warmup_iterations: int = 2
+    iterations: int = 5
+    min_average_busbw_gbps: float = 100.0
+    published_fraction: float = 0.75
+    published: tuple[PublishedFigure, ...] = ()
+    localize: bool = True
+    localize_size_bytes: int | None = None              # default: the largest size
+    intra_node_outlier_fraction: float = 0.5
+    placement_timeout_s: float = 300.0
+    timeout_s: float = 900.0
+    env: dict[str, str] = field(default_factory=dict)       # extra env of the probe actors
+    nccl_debug_log: bool = True                             # NCCL INFO log, parsed for NICs
+    storage: StoragePlan | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> HealthPlan:
+        raw = dict(raw.get("health", raw)) if isinstance(raw, Mapping) else raw
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise HealthPlanError(f"unknown health plan keys: {', '.join(unknown)}")
+        values = dict(raw)
+        for key in ("collectives", "sizes_bytes"):
+            if key in values:
+                values[key] = tuple(values[key])
+        if "published" in values:
+            values["published"] = tuple(PublishedFigure(**p) if isinstance(p, Mapping) else p
+                                        for p in values["published"])
+        if values.get("storage") is not None and isinstance(values["storage"], Mapping):
+            values["storage"] = StoragePlan(**values["storage"])
+        plan = cls(**values)
+        plan.check()
+        return plan
+
+    def check(self) -> None:
+        problems = []
+        if self.mode not in MODES:
+            problems.append(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.backend not in ("nccl", "gloo"):
+            problems.append(f"backend {self.backend!r} is not nccl or gloo")
+        bad = [c for c in self.collectives if c not in COLLECTIVES]
+        if bad or not self.collectives:
+            problems.append(f"collectives {list(self.collectives)}: each one of {', '.join(COLLECTIVES)}")
+        if not self.sizes_bytes or any(s <= 0 for s in self.sizes_bytes):
+            problems.append("sizes_bytes: at least one positive size")
+        if self.iterations < 1 or self.warmup_iterations < 0:
+            problems.append("iterations >= 1 and warmup_iterations >= 0")
+        if not 0 < self.published_fraction <= 1:
+            problems.append("published_fraction in (0, 1]")
+        if problems:
+            raise HealthPlanError("; ".join(problems))
+
+    @property
+    def localize_size(self) -> int:
+        return self.localize_size_bytes or max(self.sizes_bytes)
+
+
+# ---- bus bandwidth, as nccl-tests defines it ------------------------------------------------------
+
+def busbw_factor(collective: str, ranks: int) -> float:
+    """nccl-tests' correction from algorithm to bus bandwidth (doc/PERFORMANCE.md, "Summary";
+    src/all_reduce.cu AllReduceGetBw, src/all_gather.cu AllGatherGetBw at v2.19.6)."""
+    if ranks < 1:
+        raise ValueError("ranks must be >= 1")
+    if collective == "all_reduce":
+        return 2 * (ranks - 1) / ranks
+    if collective == "all_gather":
+        return (ranks - 1) / ranks
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def algbw_gbps(size_bytes: int, seconds: float) -> float:
+    """S/t in GB/s (10^9 bytes: nccl-tests divides by 1.0E9)."""
+    return size_bytes / 1e9 / seconds
+
+
+def busbw_gbps(collective: str, size_bytes: int, seconds: float, ranks: int) -> float:
+    return algbw_gbps(size_bytes, seconds) * busbw_factor(collective, ranks)
+
+
+def element_count(collective: str, size_bytes: int, ranks: int, element_bytes: int = 4) -> int:
+    """Elements of each rank's *input* for a collective over S bytes: all_reduce reduces S on
+    every rank; all_gather's S is the gathered output (nccl-tests: sendcount x size x n), so
+    every rank sends S/n. Rounded down to whole elements."""
+    if collective == "all_reduce":
+        return max(1, size_bytes // element_bytes)
+    return max(1, size_bytes // (element_bytes * ranks))
+
+
+def effective_size(collective: str, size_bytes: int, ranks: int, element_bytes: int = 4) -> int:
+    """The bytes actually moved once the size is rounded to whole elements per rank."""
+    count = element_count(collective, size_bytes, ranks, element_bytes)
+    return count * element_bytes * (1 if collective == "all_reduce" else ranks)
+
+
+# ---- results ----------------------------------------------------------------------------------
+
+def summary(doc: Mapping[str, Any]) -> dict:
+    """The part of health.json that the job log carries (no per-rank rows)."""
+    keep = ("version", "mode", "passed", "enforced", "skipped", "started", "ended", "seconds", "timings",
+            "nodes", "gpus_per_node", "backend", "machine_type", "checks", "failed_nodes",
+            "warnings", "message", "error")
+    out = {k: doc[k] for k in keep if k in doc}
+    if "storage" in doc:
+        s = doc["storage"]
+        out["storage"] = {k: s.get(k) for k in ("kind", "bytes", "write_gbps", "read_gbps",
+                                                "expected_write_gbps", "expected_read_gbps")}
+    return out
+
+
+def health_from_log(text: str) -> dict | None:
+    """The last gate result a job log carries (``[health] result {...}``), or None."""
+    found = None
+    for line in text.splitlines():
+        index = line.find(RESULT_MARKER)
+        if index < 0:
+            continue
+        try:
+            found = json.loads(line[index + len(RESULT_MARKER):])
+        except json.JSONDecodeError:
+            continue
+    return found

@@ -1,0 +1,138 @@
+"""The records a run leaves under /data/runs/<run-id>/ and the marker lines its programs print
+into the Ray job's log: names, shapes and parsers, shared by the run driver that writes them and
+the jobs CLI that reads them back (status, report, plot).
+
+    events.jsonl     one JSON object per stage boundary: {"time", "event", "attempt", "start", ...}
+    restarts.jsonl   one JSON object per restart of the trainer
+    tensorboard/attempt-<a>-start-<s>/   the trainer's TensorBoard files, one folder per start
+
+Records are appended and flushed line by line while the run is live, and may sit on a FUSE
+mount that shows a half-written object, so the parsers return None for a record they cannot
+read and never raise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import posixpath
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs.contract.layout import DATA_LAYOUT
+
+RUNS_ROOT = DATA_LAYOUT.runs
+EVENTS_FILE = "events.jsonl"
+RESTARTS_FILE = "restarts.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+# The env var the driver sets per trainer start to <run dir>/tensorboard/attempt-<a>-start-<s>;
+# the rendered framework commands refer to it (jobs/plan/render.py).
+TENSORBOARD_ENV = "GKE_GRPO_TENSORBOARD_DIR"
+_START_DIR = re.compile(r"^attempt-(\d+)-start-(\d+)$")
+
+# Event names of events.jsonl that open and close a stage, paired into intervals by the CLI.
+PAIRED_EVENTS = {
+    "prepare": ("prepare_start", "prepare_end"),
+    "gpu_wait": ("gpu_wait_start", "gpu_wait_end"),
+    "health": ("health_start", "health_end"),
+    "trainer": ("trainer_start", "trainer_exit"),
+}
+
+
+def run_dir(run_id: str, root: str | Path = RUNS_ROOT) -> Path:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", run_id or ""):
+        raise ValueError(f"run id {run_id!r}: expected letters, digits, '.', '_' and '-'")
+    return Path(root) / run_id
+
+
+def start_dir_name(attempt: int, start: int) -> str:
+    """``tensorboard/attempt-<attempt>-start-<start>`` under the run directory: one folder per
+    trainer start, so a restart never writes into (or truncates) an earlier start's files."""
+    return f"attempt-{attempt}-start-{start}"
+
+
+def tensorboard_dir(run_directory: str | Path, attempt: int, start: int) -> str:
+    return posixpath.join(str(run_directory), TENSORBOARD_DIR, start_dir_name(attempt, start))
+
+
+def parse_start_dir(name: str) -> tuple[int, int] | None:
+    """(attempt, start) of an ``attempt-A-start-S`` folder name; None for any other name."""
+    m = _START_DIR.match(name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+@dataclass(frozen=True)
+class Event:
+    time: float
+    event: str
+    attempt: int
+    start: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.attempt, self.start)
+
+
+@dataclass(frozen=True)
+class Restart:
+    time: float
+    reason: str
+    exit_code: int | None
+    last_checkpoint_step: int | None
+    attempt: int
+    start: int
+
+# Marker lines in the Ray job's log, read back by the jobs CLI (status, list).
+DRIVER_LOG_PREFIX = "[jobs.run]"
+RESTART_MARKER = f"{DRIVER_LOG_PREFIX} RESTART "
+GPU_WAIT_LOG_PREFIX = "[wait_for_gpus]"
+GPU_WAIT_TIMEOUT_MARKER = f"{GPU_WAIT_LOG_PREFIX} TIMEOUT"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def parse_event(row: dict[str, Any]) -> Event | None:
+    time, name = _number(row.get("time")), row.get("event")
+    attempt, start = _int(row.get("attempt")), _int(row.get("start"))
+    if time is None or not isinstance(name, str) or attempt is None or start is None:
+        return None
+    extra = {k: v for k, v in row.items() if k not in ("time", "event", "attempt", "start")}
+    return Event(time, name, attempt, start, extra)
+
+
+def parse_restart(row: dict[str, Any]) -> Restart | None:
+    time, attempt, start = _number(row.get("time")), _int(row.get("attempt")), _int(row.get("start"))
+    if time is None or attempt is None or start is None:
+        return None
+    reason = row.get("reason")
+    return Restart(time, reason if isinstance(reason, str) else "unknown", _int(row.get("exit_code")),
+                   _int(row.get("last_checkpoint_step")), attempt, start)
+
+
+def restarts_from_log(text: str) -> list[dict[str, Any]]:
+    """The RESTART records a driver printed into its Ray job log (what the CLI can read)."""
+    found = []
+    for line in text.splitlines():
+        at = line.find(RESTART_MARKER)
+        if at < 0:
+            continue
+        try:
+            record = json.loads(line[at + len(RESTART_MARKER):])
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            found.append(record)
+    return found

@@ -1,0 +1,41 @@
+"""The run plan of one run, built by the Pulumi program (and the CLI) from the run's spec and its
+rendered trainer command: what the run driver on the head reads (jobs/contract/run_plan.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.contract.layout import DATA_LAYOUT
+from jobs.contract.run_plan import DEFAULT_MAX_RESTARTS, PYTHON, Command, RunPlan
+from jobs.contract.spec import GrpoSpec
+from jobs.plan.render import RenderedJob
+
+# The data and model staging of the plan's prepare stage, run on the head (jobs/head/staging.py).
+STAGING_MODULE = "jobs.head.staging"
+
+
+def build_plan(spec: GrpoSpec, rendered: RenderedJob, *, deadline_seconds: float | None, gpu_wait_seconds: float,
+               max_restarts: int = DEFAULT_MAX_RESTARTS, run_dir: str | None = None,
+               health: dict[str, Any] | None = None,
+               prune_checkpoints_keep: int | None = None) -> RunPlan:
+    """The plan of one run from its spec and its rendered training command, plus the budgets
+    that are not part of the run's identity. ``health`` (the gate's settings) and
+    ``prune_checkpoints_keep`` (verl's checkpoint pruning) switch those driver stages on."""
+    if not rendered.argv:
+        raise ValueError("the rendered job has no argv")
+    revisions = ((("--model-revision", spec.model_revision) if spec.model_revision else ())
+                 + (("--dataset-revision", spec.dataset_revision) if spec.dataset_revision else ()))
+    prepare = Command(argv=(PYTHON, "-m", STAGING_MODULE, "--framework", spec.framework,
+                            "--model", spec.model, "--dataset", spec.dataset, *revisions))
+    return RunPlan(
+        run_id=spec.run_id, attempt=spec.attempt, framework=spec.framework,
+        run_dir=run_dir or DATA_LAYOUT.run_dir(spec.run_id),
+        checkpoint_dir=spec.checkpoint_dir, prepare=prepare,
+        gpus=spec.total_gpus, gpus_per_node=spec.gpus_per_node,
+        gpu_wait_seconds=float(gpu_wait_seconds),
+        trainer=Command(argv=tuple(rendered.argv), cwd=rendered.cwd),
+        deadline_seconds=None if deadline_seconds is None else float(deadline_seconds),
+        max_restarts=int(max_restarts), health=health,
+        prune_checkpoints_keep=prune_checkpoints_keep if spec.framework == "verl" else None,
+    )

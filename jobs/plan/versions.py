@@ -1,0 +1,85 @@
+"""The supported-versions table (data/versions.yaml): images and the versions inside them.
+
+The one place that says which Ray, verl or NeMo RL, vLLM and torch go with an image. The
+RayCluster's rayVersion, the Ray client pin and the verl version preflight validates against are
+read from here, so they cannot drift apart. It lives on the jobs/ side (stdlib + PyYAML) because
+the job code reads it on the Ray head too; components/versions.py re-exports it for the program.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+
+VERSIONS_FILE = Path(__file__).resolve().parents[2] / "data" / "versions.yaml"
+
+@dataclass(frozen=True)
+class ImageRow:
+    id: str
+    framework: str
+    image: str
+    framework_version: str
+    ray: str
+    vllm: str
+    torch: str
+    python: str
+    confirmed: dict[str, bool]
+    sources: dict[str, str]
+    verl_installed_in_image: bool = True
+    nemo_rl_entry: str | None = None
+    nemo_rl_workdir: str | None = None
+    # What to check before the first deploy when the image itself is not confirmed (public,
+    # digest): the program prints it as a warning on every preview.
+    check_before_deploy: str | None = None
+
+    @property
+    def ray_tuple(self) -> tuple[int, ...]:
+        return tuple(int(part) for part in self.ray.split("."))
+
+    def deploy_warnings(self) -> list[str]:
+        """Warnings every preview prints for this image (deterministic, no network)."""
+        if self.check_before_deploy:
+            return [" ".join(self.check_before_deploy.split())]
+        if not self.confirmed.get("image", True):
+            return [f"image {self.image} is not confirmed (data/versions.yaml row {self.id}): "
+                    "check it can be pulled before the first deploy"]
+        return []
+
+    @property
+    def unconfirmed(self) -> list[str]:
+        return sorted(key for key, ok in self.confirmed.items() if not ok)
+
+
+@dataclass(frozen=True)
+class VersionsTable:
+    ray_client: str
+    images: tuple[ImageRow, ...]
+    system_images: dict[str, dict] = field(default_factory=dict)
+
+    def for_framework(self, framework: str) -> ImageRow:
+        """The default row of a framework (the first listed)."""
+        for row in self.images:
+            if row.framework == framework:
+                return row
+        raise KeyError(framework)
+
+    def by_image(self, image: str) -> ImageRow | None:
+        for row in self.images:
+            if row.image == image:
+                return row
+        return None
+
+    def system_image(self, name: str) -> str:
+        return self.system_images[name]["image"]
+
+
+@functools.cache
+def load_versions(path: Path = VERSIONS_FILE) -> VersionsTable:
+    document = yaml.safe_load(path.read_text())
+    rows = tuple(ImageRow(**row) for row in document["images"])
+    return VersionsTable(ray_client=document["ray_client"], images=rows,
+                         system_images=document.get("system_images", {}))
