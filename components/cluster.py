@@ -23,7 +23,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move
+if TYPE_CHECKING:   # annotations only: the config models import components' siblings
     from components.config import ClusterConfig, HeadPool, LustreStorage, StackConfig
     from components.networks import GpuNetworks
     from components.node_service_account import NodeServiceAccount

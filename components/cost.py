@@ -31,7 +31,7 @@ def load_prices(path: Path = PRICES_FILE) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
 
 
-def _money(value: float | None) -> float | None:
+def _rounded_money(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
@@ -62,19 +62,19 @@ def estimate_cost(config: StackConfig, prices: dict[str, Any] | None = None) -> 
         "provisioningModel": model,
         "gpuNodes": nodes,
         "semantics": semantics,
-        "hourlyPerNode": _money(rate),
-        "hourlyGpuCapacity": _money(hourly),
+        "hourlyPerNode": _rounded_money(rate),
+        "hourlyGpuCapacity": _rounded_money(hourly),
         "rateBasis": bound,
         "rateSource": source,
         "runHoursUpperBound": round(deadline_hours, 2),
         ("committedCostOverRunDeadline" if model == "reservation" else "runCostUpperBound"):
-            _money(None if hourly is None else hourly * deadline_hours),
+            _rounded_money(None if hourly is None else hourly * deadline_hours),
     }
     storage = prices["storage"]
     if config.storage.kind == "lustre":
         lustre = config.storage.lustre or LustreStorage()
         per_gib = storage["lustre_per_gib_month"].get(lustre.throughput_tier)
-        result["storageMonthly"] = _money(None if per_gib is None else per_gib * lustre.capacity_gib)
+        result["storageMonthly"] = _rounded_money(None if per_gib is None else per_gib * lustre.capacity_gib)
         result["storageBasis"] = (f"Managed Lustre {lustre.capacity_gib} GiB at tier "
                                   f"{lustre.throughput_tier}: provisioned, paid continuously"
                                   + ("" if per_gib is not None else "; rate unknown for this tier"))

@@ -14,6 +14,7 @@ Facts relied on, all looked up 2026-12-01 (collected in the project's storage re
 from __future__ import annotations
 
 from components.config import GcsStorage, quantity_bytes, version_at_least
+from components.config.sidecar import SidecarLimits  # with the config: its rules size pods with them
 
 # --------------------------------------------------------------------------------------------
 # Cloud Storage FUSE
@@ -43,12 +44,6 @@ READ_AHEAD_KB = 1024
 # Minimum GKE versions of the options below ([REL], [PERF]): older nodes refuse them.
 STREAMING_WRITES_MIN_GKE = "1.32.1-gke.1753001"
 READ_AHEAD_MIN_GKE = "1.32.2-gke.1297001"
-
-# The sidecar's limits live with the config (its rules size pods with them): re-exported here.
-from components.config.sidecar import (
-    SidecarLimits,
-)
-
 
 def gcsfuse_pod_annotations(limits: SidecarLimits) -> dict[str, str]:
     # Exact keys from the sidecar injection webhook [WHCFG]; they belong on the pod template.

@@ -17,7 +17,7 @@ import pulumi_gcp as gcp
 
 from components.cluster import AUTOSCALED_POOL_IGNORE_CHANGES, CLOUD_PLATFORM_SCOPE, ROLE_LABEL
 
-if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move
+if TYPE_CHECKING:   # annotations only: the config models import components' siblings
     from components.cluster import GkeCluster
     from components.config import GpuConfig, Reservation, StackConfig
     from components.networks import GpuNetworks

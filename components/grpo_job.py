@@ -30,12 +30,12 @@ from components.config import NOT_SHOWN, ConfigError, Problem
 from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS
 from jobs.contract.spec import GrpoSpec
 
-if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move
+if TYPE_CHECKING:   # annotations only: the config models import components' siblings
     from components.config import JobConfig, StackConfig
     from components.kuberay import KubeRay
 
 # The RayJob submitter's pod: labelled for the NetworkPolicy (dashboard port 8265 admitted from
-# pods with this label, INTERFACES.md), small, on the head's non-Spot CPU nodes.
+# pods with this label: components/head_code.py SUBMITTER_LABELS), small, on the head's non-Spot CPU nodes.
 SUBMITTER_ROLE_LABEL = SUBMITTER_LABELS
 # KubeRay v1.7.0's default submitter container (ray-operator/controllers/ray/common/job.go
 # GetDefaultSubmitterContainer: requests 500m / 200Mi, limits 1 / 1Gi), as one Guaranteed size
@@ -69,7 +69,7 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
 
     job = config.job
     return build_plan(spec, render(spec), deadline_seconds=job.active_deadline_seconds,
-                      # the fabric/storage gate before every trainer start (issue 17)
+                      # the fabric/storage gate before every trainer start
                       health=health_plan(config, DATA_LAYOUT.run_dir(spec.run_id)),
                       gpu_wait_seconds=job.gpu_wait_seconds,
                       max_restarts=job.max_restarts,

@@ -8,7 +8,6 @@ module or the data file.
 
 from __future__ import annotations
 
-
 from components.config import GcsStorage, LustreStorage, StackConfig
 from jobs.contract.health import GIB, MIB, HealthPlan, StoragePlan
 from jobs.plan.health_thresholds import load_health_gates

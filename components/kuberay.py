@@ -25,7 +25,7 @@ from components.ray_pods import (
     METRICS_PORT,
     NVIDIA_HOST_DIR,
     RayPodsArgs,
-    WorkerResources,
+    WorkerSizing,
     ray_cluster_spec,
     rdma_network,
     worker_resources,
@@ -155,7 +155,7 @@ class KubeRay(pulumi.ComponentResource):
     wandb_secret: k8s.core.v1.Secret | None
     provider: k8s.Provider               # GrpoJob's RayJob uses the same provider
     row: ImageRow                        # the framework image the Ray pods run
-    worker: WorkerResources              # the GPU worker's size, as the RayCluster asks for it
+    worker: WorkerSizing              # the GPU worker's size, as the RayCluster asks for it
     crds: list[k8s.yaml.v2.ConfigGroup]  # helm only: the vendored CRDs
     network_policy: k8s.networking.v1.NetworkPolicy
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pulumi
 import pulumi_gcp as gcp
 
-if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move
+if TYPE_CHECKING:   # annotations only: the config models import components' siblings
     from components.config import NetworkConfig, ResourceNames, StackConfig
 
 

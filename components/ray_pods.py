@@ -14,7 +14,7 @@ from components.head_credentials import head_secret_env, hf_token_file_volume
 from components.kuberay_limits import worker_size_limit
 from components.ray_cluster_updates import upgrade_strategy, worker_setup_script
 
-if TYPE_CHECKING:   # annotations only: the config models are the config branch's to move
+if TYPE_CHECKING:   # annotations only: the config models import components' siblings
     from components.config import HeadResources, MachineShape
     from components.config import WorkerResources as WorkerConfig
     from components.storage import PodStorage
@@ -55,7 +55,7 @@ def interfaces_annotation(rdma_nics: int) -> str:
 
 
 @dataclass(frozen=True)
-class WorkerResources:
+class WorkerSizing:
     cpu: int
     memory_gib: int
     shm_gib: int
@@ -63,7 +63,7 @@ class WorkerResources:
 
 def worker_resources(shape: MachineShape, worker: WorkerConfig, *, autopilot: bool, gpu_type: str,
                      gpus_per_node: int, sidecar_cpu: float = 0,
-                     sidecar_memory_gib: float = 0) -> WorkerResources:
+                     sidecar_memory_gib: float = 0) -> WorkerSizing:
     """The GPU worker's CPU and memory: configured, or the machine's allocatable minus the
     system reserve and the gcsfuse sidecar (the tutorial's fixed 2800Gi does not fit H200)."""
     max_cpu, max_memory = worker_size_limit(shape.allocatable_cpu, shape.allocatable_memory_gib,
@@ -71,13 +71,13 @@ def worker_resources(shape: MachineShape, worker: WorkerConfig, *, autopilot: bo
     cpu = worker.cpu or max_cpu
     memory = worker.memory_gib or max_memory
     if autopilot:
-        cpu, memory = _fit_autopilot_pod(gpu_type, gpus_per_node, cpu, memory, sidecar_cpu,
-                                         sidecar_memory_gib,
+        cpu, memory = _fit_autopilot_pod(gpu_type, gpus_per_node, cpu, memory, sidecar_cpu=sidecar_cpu,
+                                         sidecar_memory_gib=sidecar_memory_gib,
                                          explicit=(worker.cpu is not None, worker.memory_gib is not None))
-    return WorkerResources(cpu=cpu, memory_gib=memory, shm_gib=worker.shm_gib)
+    return WorkerSizing(cpu=cpu, memory_gib=memory, shm_gib=worker.shm_gib)
 
 
-def _fit_autopilot_pod(gpu_type: str, gpus_per_node: int, cpu: int, memory: int, sidecar_cpu: float,
+def _fit_autopilot_pod(gpu_type: str, gpus_per_node: int, cpu: int, memory: int, *, sidecar_cpu: float,
                        sidecar_memory_gib: float, explicit: tuple[bool, bool]) -> tuple[int, int]:
     """Default worker sizes shrunk to Autopilot's per-pod maximum for the GPU shape, sidecar
     included (configured sizes above it are refused by the config rules instead)."""
@@ -130,7 +130,7 @@ class RayPodsArgs:
     autopilot: bool
     head: HeadResources              # gke-grpo:kuberay.head (cpu, memoryGib)
     head_ephemeral_storage_gib: int
-    worker: WorkerResources          # sized by worker_resources
+    worker: WorkerSizing          # sized by worker_resources
     worker_ephemeral_storage_gib: int
     gpu_nodes: int
     gpus_per_node: int

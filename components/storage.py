@@ -37,6 +37,19 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.config import GcsStorage, LustreStorage, StackConfig
+from components.config.sidecar import (
+    HEAD_SIDECAR_AUTOPILOT,
+    HEAD_SIDECAR_STANDARD,
+    SidecarLimits,
+    gcsfuse_sidecar_limits,
+)
+from components.gcsfuse import (  # Cloud Storage FUSE: pure functions of the storage config
+    BUCKET_ROLE,
+    GCS_NOMINAL_CAPACITY,
+    GCSFUSE_DRIVER,
+    gcsfuse_mount_options,
+    gcsfuse_pod_annotations,
+)
 from jobs.contract.layout import DATA_LAYOUT, MOUNT_PATH, DataLayout
 
 # --------------------------------------------------------------------------------------------
@@ -52,20 +65,6 @@ HEAD_CLAIM_NAME = "shared-data-head"
 # The Kubernetes service account the Ray pods run as, for both kinds: on gcs it is the identity
 # the bucket grant names; on lustre it only keeps the pods off the namespace's `default` account.
 SERVICE_ACCOUNT_NAME = "grpo-workload"
-
-# Cloud Storage FUSE: pure functions in components/gcsfuse.py, re-exported here for the config
-# rules and the tests that import them from this module.
-from components.gcsfuse import (
-    BUCKET_ROLE,
-    GCS_NOMINAL_CAPACITY,
-    GCSFUSE_DRIVER,
-    HEAD_SIDECAR_AUTOPILOT,
-    HEAD_SIDECAR_STANDARD,
-    SidecarLimits,
-    gcsfuse_mount_options,
-    gcsfuse_pod_annotations,
-    gcsfuse_sidecar_limits,
-)
 
 
 def workload_identity_member(project_number: str, project: str, namespace: str, ksa: str) -> str:

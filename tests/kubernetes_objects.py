@@ -16,8 +16,6 @@ import kubernetes_validate
 from kubernetes_validate import utils as kv_utils
 from packaging.version import Version
 
-# Re-exported: the tests build manifests the way the scan does.
-
 _MINOR = re.compile(r"^v?(\d+)\.(\d+)(?:\..*)?$")
 
 

@@ -38,7 +38,7 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 INJECTIONS = ["$(rm -rf /)", "; rm -rf / #", "`id`", "../../etc/passwd", "..", "/", "a/../../b",
-              "{{7*7}}", "${HF_TOKEN}", "%s%s%n", "\x00", "\u202egnp.exe", "Ｑwen/Ｑwen", "\ud7ff",
+              "{{7*7}}", "${HF_TOKEN}", "%s%s%n", "\x00", "\u202egnp.exe", "Ｑwen/Ｑwen", "\ud7ff",  # noqa: RUF001 (a look-alike model name is the point)
               "a" * 5000, "", " ", "\n", "null", "~", "true", "1e400", "-0", "0x10", "NaN",
               PLANTED_TOKEN, f"+trainer.hf_token={PLANTED_TOKEN}", f"password={PLANTED_TOKEN}",
               f"Qwen/{PLANTED_TOKEN}", f"https://x:{PLANTED_TOKEN}@example.com"]
@@ -109,10 +109,10 @@ def mutated_configs(draw):
 
 
 def as_engine_config(config: dict) -> tuple[dict, set]:
-    """What the reader hands the program (jobs/config_file.read_stack_file's conversion)."""
+    """What the reader hands the program (jobs/plan/stack_file.read_stack_file's conversion)."""
     raw, secrets = {}, set()
-    for key, value in config.items():
-        key = str(key) if ":" in str(key) else f"gke-grpo:{key}"
+    for name, value in config.items():
+        key = str(name) if ":" in str(name) else f"gke-grpo:{name}"
         if isinstance(value, dict) and set(value) == {"secure"}:
             raw[key], _ = "offline-preview-placeholder", secrets.add(key)
         elif isinstance(value, (dict, list)):

@@ -38,3 +38,30 @@ def test_the_layers_contract_catches_jobs_importing_components(tmp_path):
     assert done.returncode != 0
     assert "One-way layers: tools -> components -> jobs BROKEN" in done.stdout
     assert "jobs.spec -> components.config" in done.stdout
+
+
+def test_no_two_top_level_definitions_share_a_name():
+    """A class or function name means one thing across the program (jobs/, components/, tools/,
+    the policy pack): a second `PlanError` or `GateResult` makes a reader guess which one a module
+    got. Every command's `main` is the exception."""
+    import ast
+    from collections import defaultdict
+
+    where: dict[str, list[str]] = defaultdict(list)
+    for root in ("jobs", "components", "tools", "policy"):
+        for path in sorted((ROOT / root).rglob("*.py")):
+            if "venv" in path.relative_to(ROOT).parts or "tests" in path.relative_to(ROOT).parts:
+                continue
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    where[node.name].append(str(path.relative_to(ROOT)))
+    shared = {name: paths for name, paths in where.items() if len(paths) > 1 and name != "main"}
+    assert not shared, shared
+
+
+def test_no_file_of_jobs_or_components_is_over_600_lines():
+    """A file does one thing; past 600 lines it is doing several (split it by what runs where)."""
+    long = {str(path.relative_to(ROOT)): n for root in ("jobs", "components")
+            for path in (ROOT / root).rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > 600}
+    assert not long, long

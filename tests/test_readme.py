@@ -98,7 +98,7 @@ def _schema_errors(document: dict) -> list[str]:
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_the_committed_stack_files_match_the_schema(stack):
     document = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
-    # The stack files leave the secrets to `pulumi config set --secret` (issue 15, item 5).
+    # The stack files leave the secrets to `pulumi config set --secret`.
     assert _schema_errors(document) == []
 
 

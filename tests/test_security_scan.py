@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from jobs.plan.stack_file import SECRET_PLACEHOLDER
 from tests.conftest import ROOT, _cached, skip_or_fail
 from tools import scan_manifests as scan_mod
-from tools.preview import SECRET_PLACEHOLDER
 from tools.scan_manifests import (
     CHECKOV,
     DEFAULT_BASELINE,

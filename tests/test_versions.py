@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from jobs.plan.versions import image_reference_problem, load_versions
+from jobs.plan.image_refs import image_reference_problem
+from jobs.plan.versions import load_versions
 from tests.conftest import ROOT
 from tools.golden import golden_path
 

@@ -160,7 +160,7 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
         stop_all()
 
 
-def inside(args) -> int:
+def run_scenarios_inside_namespace(args) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-gpu-idle-"))
     rows = []
     try:
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
             return _init([PY, "-m", "tools.bench_gpu_idle", *rest,
                           "--staging-seconds", str(args.staging_seconds),
                           "--join-after", str(args.join_after)])
-        return inside(args)
+        return run_scenarios_inside_namespace(args)
     for tool in ("unshare", "ip", "mount"):
         if shutil.which(tool) is None:
             print(f"bench_gpu_idle: needs `{tool}` (util-linux / iproute2)", file=sys.stderr)

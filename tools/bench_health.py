@@ -28,7 +28,7 @@ INSIDE = "GKE_GRPO_BENCH_HEALTH_INSIDE"
 GCS = "127.0.0.1:6379"
 
 
-def _ray(*args: str) -> None:
+def _ray_start(*args: str) -> None:
     ray = str(Path(sys.executable).with_name("ray"))
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     subprocess.run([ray, "start", *args, "--node-ip-address=127.0.0.1", "--disable-usage-stats",
@@ -36,17 +36,17 @@ def _ray(*args: str) -> None:
                    timeout=120, env=env)
 
 
-def inside(args: argparse.Namespace) -> int:
+def measure_inside_namespace(args: argparse.Namespace) -> int:
     import ray
 
     from jobs.contract.health import HealthPlan
     from jobs.head.fabric_gate import fabric_gate
 
     started = time.monotonic()
-    _ray("--head", "--port=6379", f"--num-cpus={args.gpus_per_node}", f"--num-gpus={args.gpus_per_node}",
+    _ray_start("--head", "--port=6379", f"--num-cpus={args.gpus_per_node}", f"--num-gpus={args.gpus_per_node}",
          "--include-dashboard=false")
     for _ in range(args.nodes - 1):
-        _ray(f"--address={GCS}", "--num-cpus=1", f"--num-gpus={args.gpus_per_node}")
+        _ray_start(f"--address={GCS}", "--num-cpus=1", f"--num-gpus={args.gpus_per_node}")
     ray.init(address=GCS, logging_level="WARNING", log_to_driver=False)
     while len([n for n in ray.nodes() if n["Alive"]]) < args.nodes:
         time.sleep(0.2)
@@ -61,8 +61,8 @@ def inside(args: argparse.Namespace) -> int:
     run_root = Path(tempfile.mkdtemp(prefix="bench-health-"))
     for run in range(args.runs):
         start = time.monotonic()
-        result = fabric_gate(plan, args.nodes, args.gpus_per_node, run_root / str(run),
-                             out=open(os.devnull, "w"))
+        with open(os.devnull, "w") as quiet:
+            result = fabric_gate(plan, args.nodes, args.gpus_per_node, run_root / str(run), out=quiet)
         total = time.monotonic() - start
         t = result.document["timings"]
         measured = t.get("world_collectives", 0.0)
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     if os.environ.get(INSIDE) == "1":
-        return inside(args)
+        return measure_inside_namespace(args)
     for tool in ("unshare", "ip", "mount"):
         if shutil.which(tool) is None:
             print(f"needs `{tool}` (util-linux / iproute2) for a loopback-only namespace", file=sys.stderr)

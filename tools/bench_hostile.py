@@ -5,7 +5,7 @@
 
 Each run is a fresh `python -m tools.preview dev --config-file FILE` process: wall time from
 spawn to exit, peak resident memory from the kernel's accounting of that child (wait4's
-ru_maxrss), exit code. The target of issue 14: refused in under a few seconds and a few
+ru_maxrss), exit code. The target: refused in under a few seconds and a few
 hundred MB.
 """
 
@@ -24,7 +24,7 @@ from tools.hostile_files import CASES, make
 from tools.preview import ROOT
 
 
-def measure(config_file: Path) -> tuple[float, float, int]:
+def measure_refusal(config_file: Path) -> tuple[float, float, int]:
     """(seconds, peak RSS in MiB, exit code) of one preview of config_file."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "tools.preview", "dev", "--config-file", str(config_file)],
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         files += [(case.name, make(case.name, Path(directory))) for case in CASES]
         print(f"{'file':<40}{'exit':>5}{'median s':>10}{'max s':>8}{'peak MiB':>10}")
         for name, path in files:
-            runs = [measure(path) for _ in range(args.runs)]
+            runs = [measure_refusal(path) for _ in range(args.runs)]
             times = [t for t, _, _ in runs]
             print(f"{name:<40}{runs[-1][2]:>5}{statistics.median(times):>10.3f}{max(times):>8.3f}"
                   f"{max(m for _, m, _ in runs):>10.1f}", flush=True)

@@ -3,7 +3,7 @@ program imports (same interpreter, no program). Prints figures; asserts nothing.
 
     python -m tools.bench_preview [--runs N] [--stack prod]
 
-Target (issue 2): preview median <= 2 x floor median + 1 s.
+Target: preview median <= 2 x floor median + 1 s.
 """
 
 from __future__ import annotations

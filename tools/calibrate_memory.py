@@ -38,7 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Qwen2.5 config.json values (Hugging Face Qwen/Qwen2.5-*-Instruct, also data/model-shapes.yaml;
 # tests/jobs/plan/test_gpu_memory.py checks the two agree). layers_run: the layer count measured.
@@ -251,7 +253,7 @@ def set_checkpointing(model, on: bool) -> None:
         model.gradient_checkpointing_disable()
 
 
-def measure(torch, meter, model, optimizer, spec, batch, seq, checkpointing, device) -> dict:
+def measure_training_step(torch, meter, model, optimizer, spec, *, batch, seq, checkpointing, device) -> dict:
     set_checkpointing(model, checkpointing)
     row = {"batch": batch, "sequence": seq, "tokens": batch * seq,
            "gradient_checkpointing": checkpointing}
@@ -285,7 +287,101 @@ def measure(torch, meter, model, optimizer, spec, batch, seq, checkpointing, dev
     return row
 
 
-def main(argv=None) -> int:
+@dataclass
+class Calibration:
+    """One run: what every configuration shares, and the result it adds to (saved after each)."""
+
+    torch: Any
+    meter: Meter
+    device: Any
+    seq: int
+    batches: tuple[int, ...]
+    started: float
+    budget_s: float
+    out: Path
+    result: dict
+
+    def over_budget(self) -> bool:
+        """Start no new configuration after the budget."""
+        return time.monotonic() - self.started > self.budget_s
+
+    def save(self) -> None:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(json.dumps(self.result, indent=1) + "\n")
+
+    def free_cached_memory(self) -> None:
+        gc.collect()
+        if self.meter.cuda:
+            self.torch.cuda.empty_cache()
+
+    def calibrate_model(self, spec: dict, *, with_reference: bool) -> None:
+        """Build one model, measure its configurations, free it; then its reference model."""
+        torch, meter = self.torch, self.meter
+        self.free_cached_memory()
+        base = meter.allocated()
+        t0 = time.monotonic()
+        try:
+            model, optimizer, params = build(torch, spec, self.device)
+        except torch.cuda.OutOfMemoryError as err:
+            self.result["skipped"].append({**spec, "why": f"out of memory building: {err}"[:300]})
+            self.save()
+            return
+        entry = {**spec, "parameters": params, "allocated_before_build": base,
+                 "allocated_after_build": meter.allocated()}
+        log(f"{spec['model']} layers={spec['layers_run']} params={params:,} "
+            f"built in {time.monotonic() - t0:.1f}s")
+        # Warm-up: AdamW creates its states at the first step; every later step has them.
+        measure_training_step(torch, meter, model, optimizer, spec, batch=1, seq=self.seq, checkpointing=True,
+                device=self.device)
+        entry["allocated_after_warmup"] = meter.allocated()
+        self.measure_rows(model, optimizer, spec, entry)
+        del model, optimizer
+        self.free_cached_memory()
+        entry["allocated_after_free"] = meter.allocated()
+        self.save()
+        if with_reference:
+            entry["reference_rows"] = measure_reference(torch, meter, spec, self.device, self.batches,
+                                                        self.seq)
+            entry["allocated_after_reference"] = meter.allocated()
+            self.save()
+
+    def measure_rows(self, model, optimizer, spec: dict, entry: dict) -> None:
+        """Each micro batch with and without gradient checkpointing, smallest first, until one is
+        out of memory or the budget is spent; the entry is saved after every row."""
+        torch, seq = self.torch, self.seq
+        rows = []
+        for checkpointing in (True, False):
+            for batch in self.batches:
+                if self.over_budget():
+                    rows.append({"batch": batch, "gradient_checkpointing": checkpointing,
+                                 "skipped": "time budget"})
+                    break
+                try:
+                    row = measure_training_step(torch, self.meter, model, optimizer, spec, batch=batch, seq=seq,
+                                  checkpointing=checkpointing, device=self.device)
+                except torch.cuda.OutOfMemoryError as err:
+                    row = {"batch": batch, "sequence": seq, "tokens": batch * seq,
+                           "gradient_checkpointing": checkpointing,
+                           "out_of_memory": str(err).split("\n")[0][:300]}
+                if "out_of_memory" in row:     # the error (and its frames' tensors) is gone now
+                    optimizer.zero_grad(set_to_none=True)
+                    self.free_cached_memory()
+                rows.append(row)
+                fb = row.get("forward_backward", {})
+                log(f"  ckpt={checkpointing} tokens={batch * seq} "
+                    f"fb_peak={fb.get('peak_allocated')} "
+                    f"opt_peak={row.get('optimizer_step', {}).get('peak_allocated')} "
+                    f"lp_peak={row.get('logprob_forward', {}).get('peak_allocated')} "
+                    f"oom={'out_of_memory' in row}")
+                entry["rows"] = rows
+                self.result["measurements"] = [m for m in self.result["measurements"]
+                                               if m is not entry] + [entry]
+                self.save()
+                if "out_of_memory" in row:
+                    break                       # larger batches would not fit either
+
+
+def arguments(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--smoke", action="store_true", help="tiny models on the CPU")
@@ -293,7 +389,11 @@ def main(argv=None) -> int:
                         help="the held-out set (HOLDOUT_MODELS, 4096-token sequences)")
     parser.add_argument("--budget-s", type=float, default=480.0,
                         help="start no new configuration after this many seconds")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = arguments(argv)
     started = time.monotonic()
 
     import torch
@@ -304,11 +404,11 @@ def main(argv=None) -> int:
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(0)
-    store = tempfile.NamedTemporaryFile(prefix="calib-store-", delete=False).name
+    with tempfile.NamedTemporaryFile(prefix="calib-store-", delete=False) as store_file:
+        store = store_file.name
     # A file store: one process, nothing listens on a port.
     dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{store}",
                             rank=0, world_size=1)
-    meter = Meter(torch, cuda)
     models = SMOKE_MODELS if args.smoke else HOLDOUT_MODELS if args.holdout else MODELS
     batches = (1, 2) if args.smoke else HOLDOUT_BATCHES if args.holdout else BATCHES
     seq = 16 if args.smoke else HOLDOUT_SEQUENCE if args.holdout else SEQUENCE
@@ -321,80 +421,19 @@ def main(argv=None) -> int:
         "sequence_length": seq, "attention": "sdpa", "measurements": [], "skipped": [],
     }
     log("environment", json.dumps(result["environment"]))
+    run = Calibration(torch=torch, meter=Meter(torch, cuda), device=device, seq=seq, batches=batches,
+                      started=started, budget_s=args.budget_s, out=args.out, result=result)
 
-    def save() -> None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-
-    save()
+    run.save()
     for spec in models:
-        if time.monotonic() - started > args.budget_s:
+        if run.over_budget():
             result["skipped"].append({"model": spec["model"], "layers_run": spec["layers_run"],
                                       "why": "time budget"})
-            save()
+            run.save()
             continue
-        gc.collect()
-        if cuda:
-            torch.cuda.empty_cache()
-        base = meter.allocated()
-        t0 = time.monotonic()
-        try:
-            model, optimizer, params = build(torch, spec, device)
-        except torch.cuda.OutOfMemoryError as err:
-            result["skipped"].append({**spec, "why": f"out of memory building: {err}"[:300]})
-            save()
-            continue
-        entry = {**spec, "parameters": params, "allocated_before_build": base,
-                 "allocated_after_build": meter.allocated()}
-        log(f"{spec['model']} layers={spec['layers_run']} params={params:,} "
-            f"built in {time.monotonic() - t0:.1f}s")
-        # Warm-up: AdamW creates its states at the first step; every later step has them.
-        measure(torch, meter, model, optimizer, spec, 1, seq, True, device)
-        entry["allocated_after_warmup"] = meter.allocated()
-        rows = []
-        for checkpointing in (True, False):
-            for batch in batches:
-                if time.monotonic() - started > args.budget_s:
-                    rows.append({"batch": batch, "gradient_checkpointing": checkpointing,
-                                 "skipped": "time budget"})
-                    break
-                try:
-                    row = measure(torch, meter, model, optimizer, spec, batch, seq,
-                                  checkpointing, device)
-                except torch.cuda.OutOfMemoryError as err:
-                    row = {"batch": batch, "sequence": seq, "tokens": batch * seq,
-                           "gradient_checkpointing": checkpointing,
-                           "out_of_memory": str(err).split("\n")[0][:300]}
-                if "out_of_memory" in row:     # the error (and its frames' tensors) is gone now
-                    optimizer.zero_grad(set_to_none=True)
-                    gc.collect()
-                    if cuda:
-                        torch.cuda.empty_cache()
-                rows.append(row)
-                fb = row.get("forward_backward", {})
-                log(f"  ckpt={checkpointing} tokens={batch * seq} "
-                    f"fb_peak={fb.get('peak_allocated')} "
-                    f"opt_peak={row.get('optimizer_step', {}).get('peak_allocated')} "
-                    f"lp_peak={row.get('logprob_forward', {}).get('peak_allocated')} "
-                    f"oom={'out_of_memory' in row}")
-                entry["rows"] = rows
-                result["measurements"] = [m for m in result["measurements"]
-                                          if m is not entry] + [entry]
-                save()
-                if "out_of_memory" in row:
-                    break                       # larger batches would not fit either
-        del model, optimizer
-        gc.collect()
-        if cuda:
-            torch.cuda.empty_cache()
-        entry["allocated_after_free"] = meter.allocated()
-        save()
-        if args.holdout or args.smoke:
-            entry["reference_rows"] = measure_reference(torch, meter, spec, device, batches, seq)
-            entry["allocated_after_reference"] = meter.allocated()
-            save()
+        run.calibrate_model(spec, with_reference=args.holdout or args.smoke)
     result["wall_s"] = round(time.monotonic() - started, 1)
-    save()
+    run.save()
     dist.destroy_process_group()
     os.unlink(store)
     log(f"done in {result['wall_s']}s -> {args.out}")

@@ -1,4 +1,4 @@
-"""Hostile stack files (issue 14): what a confused user or an attacker could pass as
+"""Hostile stack files: what a confused user or an attacker could pass as
 ``--config-file``. Each case is a file (or a path) built from the committed Pulumi.dev.yaml, and
 the phrase the one-line refusal must contain. Used by tests/jobs/plan/test_stack_file.py (the table
 of named cases) and tools/bench_hostile.py (time and peak memory of the refusal)."""

@@ -32,6 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tools.dotted_keys import dotted_keys
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "data"
 REPOSITORY = "NVIDIA-NeMo/RL"
@@ -96,23 +98,13 @@ def load_config(path: Path | None = None) -> Any:
     return load(path, path.parent)
 
 
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted keys -> leaf values; an empty mapping and a list are leaves."""
-    if isinstance(node, dict) and node:
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: node}
-
-
 def build_keys(path: Path | None = None) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
-    return dict(sorted(flatten(OmegaConf.to_container(load_config(path), resolve=False)).items()))
+    return dict(sorted(dotted_keys(OmegaConf.to_container(load_config(path), resolve=False)).items()))
 
 
-def render(keys: dict[str, Any]) -> str:
+def render_key_list(keys: dict[str, Any]) -> str:
     lines = [
         f"# NeMo RL {VERSION}: every dotted key of examples/configs/grpo_math_1B.yaml (the default",
         "# config of examples/run_grpo_math.py) with its default, one per line: key<TAB>default (JSON;",
@@ -157,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"data/nemo-rl-{VERSION}/{name} differed from {TAG}: rewritten")
             if changed and args.check:
                 return 1
-        text = render(build_keys())
+        text = render_key_list(build_keys())
     except KeysError as err:
         print(f"nemo_rl_keys: {err}", file=sys.stderr)
         return 2

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gke-grpo"
 SECRET_MASK = "[secret]"
@@ -94,19 +93,19 @@ class PreviewResult:
         }
 
 
-def _clean(value: Any, path: str, unknowns: list[str], reveal: bool) -> Any:
+def _json_value(value: Any, path: str, unknowns: list[str], reveal: bool) -> Any:
     """Wire value -> JSON value: secrets masked (unless reveal), resource references as URNs,
     integral floats (protobuf Struct has only doubles) back to ints, unknowns recorded."""
     if isinstance(value, dict):
         if value.get(_SIG_KEY) == _SECRET_SIG:
-            inner = _clean(value.get("value"), path, unknowns, reveal)
+            inner = _json_value(value.get("value"), path, unknowns, reveal)
             return inner if reveal else SECRET_MASK
         if value.get(_SIG_KEY) == _RESOURCE_SIG:
             return value.get("urn")
-        return {k: _clean(v, f"{path}.{k}" if path else k, unknowns, reveal)
+        return {k: _json_value(v, f"{path}.{k}" if path else k, unknowns, reveal)
                 for k, v in sorted(value.items())}
     if isinstance(value, list):
-        return [_clean(v, f"{path}[{i}]", unknowns, reveal) for i, v in enumerate(value)]
+        return [_json_value(v, f"{path}[{i}]", unknowns, reveal) for i, v in enumerate(value)]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if value == _UNKNOWN:
@@ -129,8 +128,9 @@ def _digest_binary_data(type_: str, inputs: dict[str, Any]) -> dict[str, Any]:
     for key, value in binary.items():
         if isinstance(value, str) and value not in (SECRET_MASK, "[unknown]"):
             data = base64.b64decode(value)
-            value = f"sha256:{hashlib.sha256(data).hexdigest()} ({len(data)} bytes)"
-        shown[key] = value
+            shown[key] = f"sha256:{hashlib.sha256(data).hexdigest()} ({len(data)} bytes)"
+        else:
+            shown[key] = value
     return {**inputs, "binaryData": shown}
 
 
@@ -164,8 +164,8 @@ def _make_monitor_class():
                 return response
             wire = json_format.MessageToDict(request.object)
             unknowns: list[str] = []
-            inputs = _digest_binary_data(request.type, _clean(wire, "", unknowns, reveal=False))
-            raw = _clean(wire, "", [], reveal=True)
+            inputs = _digest_binary_data(request.type, _json_value(wire, "", unknowns, reveal=False))
+            raw = _json_value(wire, "", [], reveal=True)
             self.unknown_inputs.extend(f"{response.urn} {path}" for path in unknowns)
             self.registrations.append(Registration(
                 urn=response.urn, type=request.type, name=request.name,
@@ -181,7 +181,7 @@ def _make_monitor_class():
         def RegisterResourceOutputs(self, request):
             if request.urn == self.stack_urn:
                 unknowns: list[str] = []
-                self.stack_outputs = _clean(json_format.MessageToDict(request.outputs), "",
+                self.stack_outputs = _json_value(json_format.MessageToDict(request.outputs), "",
                                             unknowns, reveal=False)
                 self.unknown_inputs.extend(f"{request.urn} outputs.{p}" for p in unknowns)
             return super().RegisterResourceOutputs(request)
@@ -294,7 +294,7 @@ def _run_in_fresh_context(stack: str, raw: dict[str, str], secret_keys: set[str]
 
 def _display_type(token: str) -> str:
     # gcp:compute/network:Network -> gcp:compute:Network, as `pulumi preview` shows types.
-    package, module, kind = (token.split(":") + ["", ""])[:3]
+    package, module, kind = [*token.split(":"), "", ""][:3]
     return f"{package}:{module.split('/')[0]}:{kind}" if "/" in module else token
 
 

@@ -237,7 +237,7 @@ def write_manifests(stack: StackManifests, out: Path) -> StackManifests:
 
 
 @dataclass(frozen=True)
-class Finding:
+class ManifestFinding:
     check_id: str
     check_name: str
     resource: str         # checkov's <Kind>.<namespace>.<name>
@@ -247,13 +247,13 @@ class Finding:
 
 @dataclass
 class CheckovReport:
-    findings: list[Finding]
+    findings: list[ManifestFinding]
     parsing_errors: list[str]
     seconds: float
     command: list[str]
 
     @property
-    def failed(self) -> list[Finding]:
+    def failed(self) -> list[ManifestFinding]:
         return [f for f in self.findings if f.result == "FAILED"]
 
     def scanned_files(self) -> set[Path]:
@@ -309,7 +309,7 @@ def run_checkov(files: list[Path], checkov: Path = CHECKOV, timeout: float = 600
     for key, outcome in (("passed_checks", "PASSED"), ("failed_checks", "FAILED"),
                          ("skipped_checks", "SKIPPED")):
         for item in results.get(key) or []:
-            findings.append(Finding(item["check_id"], item.get("check_name") or "",
+            findings.append(ManifestFinding(item["check_id"], item.get("check_name") or "",
                                     item["resource"], Path(item["file_abs_path"]).resolve(), outcome))
     parsing_errors = [str(p) for p in results.get("parsing_errors") or []]
     return CheckovReport(findings, parsing_errors, seconds, command)
@@ -340,7 +340,7 @@ class BaselineEntry:
     resource: str       # fnmatch pattern over checkov's <Kind>.<namespace>.<name>
     reason: str
 
-    def matches(self, finding: Finding) -> bool:
+    def matches(self, finding: ManifestFinding) -> bool:
         return finding.check_id == self.check and fnmatch.fnmatchcase(finding.resource, self.resource)
 
 
@@ -397,8 +397,8 @@ def load_baseline(path: Path = DEFAULT_BASELINE) -> list[BaselineEntry]:
 
 @dataclass
 class Gate:
-    new_failures: list[Finding]              # failed and not excepted: the scan fails
-    accepted: list[tuple[Finding, BaselineEntry]]
+    new_failures: list[ManifestFinding]              # failed and not excepted: the scan fails
+    accepted: list[tuple[ManifestFinding, BaselineEntry]]
     unused: list[BaselineEntry]              # entries that matched no failure
 
     @property
@@ -407,8 +407,8 @@ class Gate:
 
 
 def apply_baseline(report: CheckovReport, baseline: list[BaselineEntry]) -> Gate:
-    new: list[Finding] = []
-    accepted: list[tuple[Finding, BaselineEntry]] = []
+    new: list[ManifestFinding] = []
+    accepted: list[tuple[ManifestFinding, BaselineEntry]] = []
     used: set[BaselineEntry] = set()
     for finding in report.failed:
         entry = next((e for e in baseline if e.matches(finding)), None)
@@ -486,10 +486,14 @@ def main(argv: list[str] | None = None) -> int:
                  if manifests.skipped else ""))
     if not args.check:
         return EXIT_OK
+    return _check(written, baseline, args.checkov, args.out)
 
+
+def _check(written: list[StackManifests], baseline: list[BaselineEntry], checkov: Path, out: Path) -> int:
+    """--check: checkov over the written manifests, gated by the baseline; the exit code."""
     files = [f for s in written for f in s.files]
     try:
-        report = run_checkov(files, args.checkov)
+        report = run_checkov(files, checkov)
         require_scanned(report, files)
     except ScanError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -504,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     if gate.new_failures:
         print("failed checks not in the baseline:", file=sys.stderr)
         for f in gate.new_failures:
-            print(f"  {f.check_id}  {f.resource}  {_display(f.file, args.out.resolve())}  {f.check_name}",
+            print(f"  {f.check_id}  {f.resource}  {_display(f.file, out.resolve())}  {f.check_name}",
                   file=sys.stderr)
         return EXIT_FINDINGS
     return EXIT_OK

@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tools.dotted_keys import dotted_keys
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "data"
 CONFIG_NAME = "ppo_trainer"
@@ -84,16 +86,6 @@ def compose(overrides: tuple[str, ...] | list[str] = ()) -> Any:
         return hydra_compose(CONFIG_NAME, overrides=list(overrides))
 
 
-def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    """Dotted keys -> leaf values; an empty mapping is a leaf (``{}``), lists are leaves."""
-    if isinstance(node, dict) and node:
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: node}
-
-
 def build_snapshot() -> dict[str, Any]:
     from omegaconf import OmegaConf
 
@@ -109,11 +101,11 @@ def build_snapshot() -> dict[str, Any]:
         "source": (f"pip install verl=={version} --no-deps; hydra compose of "
                    f"verl/trainer/config/{CONFIG_NAME}.yaml; OmegaConf.to_container(resolve=False)"),
         "generated_by": "python -m tools.verl_snapshot",
-        "keys": dict(sorted(flatten(container).items())),
+        "keys": dict(sorted(dotted_keys(container).items())),
     }
 
 
-def render(snapshot: dict[str, Any]) -> str:
+def render_snapshot(snapshot: dict[str, Any]) -> str:
     # One key per line: a verl upgrade shows up as a readable diff in review.
     head = {k: v for k, v in snapshot.items() if k != "keys"}
     lines = ["{"]
@@ -140,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     except SnapshotError as err:
         print(f"verl_snapshot: {err}", file=sys.stderr)
         return 2
-    text = render(snapshot)
+    text = render_snapshot(snapshot)
     path = snapshot_path()
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     if args.check:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping
@@ -80,11 +81,11 @@ def _without(value: dict, path: tuple) -> dict | None:
     return None if smaller is None else {**value, head: smaller}
 
 
-def _with(value: dict, path: tuple, item: Any) -> dict:
+def _with_parsed(value: dict, path: tuple, item: Any) -> dict:
     head, rest = path[0], path[1:]
     if not rest:
         return {**value, head: item}
-    return {**value, head: _with(value.get(head) or {}, rest, item)}
+    return {**value, head: _with_parsed(value.get(head) or {}, rest, item)}
 
 
 class _ParsedArea(NamedTuple):
@@ -104,10 +105,10 @@ def _parse_area(area: str, raw_value: Any, problems: list[Problem]) -> _ParsedAr
     key = f"{PROJECT}:{area}"
     try:
         if isinstance(raw_value, str):
-            try:
+            # Not JSON, or a number past Python's 4300-digit limit: reported below, the value
+            # given is not an object.
+            with contextlib.suppress(ValueError):
                 raw_value = json.loads(raw_value)
-            except ValueError:    # not JSON, or a number past Python's 4300-digit limit
-                pass              # reported below: the value given is not an object
         if not isinstance(raw_value, dict):
             problems.append(Problem(key, raw_value, "must be an object"))
             return _ParsedArea(None, (key,))
@@ -146,7 +147,7 @@ def _parse_object(area: str, raw_value: dict, problems: list[Problem]) -> _Parse
                 path = _drop_path(loc)
                 if e["type"] == "missing" and path in broke_a_rule:
                     # Required: put the value back; the rules accept it on the next parse.
-                    remaining = _with(remaining, path, _lookup(given, path))
+                    remaining = _with_parsed(remaining, path, _lookup(given, path))
                     broke_a_rule.discard(path)
                     kept_as_given = changed = True
                     continue
@@ -177,20 +178,7 @@ def load_stack_config(
     """Validate a stack's whole config. ``raw`` maps full keys (``gke-grpo:gpu``,
     ``gcp:project``) to values as the Pulumi engine hands them over (objects as JSON strings
     or already parsed). Raises ``ConfigError`` listing every problem."""
-    problems: list[Problem] = []
-
-    for key in sorted(raw):
-        namespace, _, name = key.partition(":")
-        if namespace != PROJECT:
-            continue
-        if name not in AREAS and name not in SECRET_KEYS and name not in SCALAR_KEYS:
-            known = sorted([*AREAS, *SECRET_KEYS, *SCALAR_KEYS])
-            # Never echo an unknown key's value: it may be a mistyped credential (hf_token).
-            problems.append(Problem(key, HIDDEN, "unknown key (a typo?); known keys: "
-                                    + ", ".join(f"{PROJECT}:{k}" for k in known)))
-    if "gcp:zone" in raw:
-        problems.append(Problem("gcp:zone", raw["gcp:zone"],
-                                f"not used: set the zone as {PROJECT}:cluster.zone"))
+    problems = _unused_key_problems(raw)
 
     project = raw.get("gcp:project", _ABSENT)
     region = raw.get("gcp:region", _ABSENT)
@@ -205,15 +193,7 @@ def load_stack_config(
         problems.append(Problem(f"{PROJECT}:environment", environment,
                                 'one of "dev", "prod" (prod protects data stores and the cluster)'))
 
-    for name, required in SECRET_KEYS.items():
-        key = f"{PROJECT}:{name}"
-        if key not in raw:
-            if required:
-                problems.append(Problem(key, _ABSENT, f"required: pulumi config set --secret {key} <value>"))
-        elif key not in secret_keys:
-            # Never echo the value: it is a credential stored in plain text.
-            problems.append(Problem(key, "(plain text, hidden)",
-                                    f"must be a secret: pulumi config set --secret {key} <value>"))
+    problems += _secret_problems(raw, secret_keys)
 
     parsed: dict[str, _Area | None] = {}
     refused: list[str] = []
@@ -247,6 +227,39 @@ def load_stack_config(
         storage=_parsed(parsed, "storage", StorageConfig),
         kuberay=_parsed(parsed, "kuberay", KubeRayConfig), job=_parsed(parsed, "job", JobConfig),
     )
+
+
+def _unused_key_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    """Keys of the project that the program does not read, and gcp:zone (the zone is a cluster key)."""
+    problems = []
+    for key in sorted(raw):
+        namespace, _, name = key.partition(":")
+        if namespace != PROJECT:
+            continue
+        if name not in AREAS and name not in SECRET_KEYS and name not in SCALAR_KEYS:
+            known = sorted([*AREAS, *SECRET_KEYS, *SCALAR_KEYS])
+            # Never echo an unknown key's value: it may be a mistyped credential (hf_token).
+            problems.append(Problem(key, HIDDEN, "unknown key (a typo?); known keys: "
+                                    + ", ".join(f"{PROJECT}:{k}" for k in known)))
+    if "gcp:zone" in raw:
+        problems.append(Problem("gcp:zone", raw["gcp:zone"],
+                                f"not used: set the zone as {PROJECT}:cluster.zone"))
+    return problems
+
+
+def _secret_problems(raw: Mapping[str, Any], secret_keys: set[str] | frozenset[str]) -> list[Problem]:
+    """A required secret that is missing, or a credential stored in plain text."""
+    problems = []
+    for name, required in SECRET_KEYS.items():
+        key = f"{PROJECT}:{name}"
+        if key not in raw:
+            if required:
+                problems.append(Problem(key, _ABSENT, f"required: pulumi config set --secret {key} <value>"))
+        elif key not in secret_keys:
+            # Never echo the value: it is a credential stored in plain text.
+            problems.append(Problem(key, "(plain text, hidden)",
+                                    f"must be a secret: pulumi config set --secret {key} <value>"))
+    return problems
 
 
 def _parsed(parsed: dict[str, _Area | None], name: str, model: type[_AreaModel]) -> _AreaModel:

@@ -367,13 +367,13 @@ class WorkerResources(_Area):
         None,
         ge=1,
         description="checked against the machine's allocatable",
-        json_schema_extra={"defaultText": "allocatable − 6 (− sidecar)"},
+        json_schema_extra={"defaultText": "allocatable - 6 (- sidecar)"},
     )
     memory_gib: int | None = Field(
         None,
         ge=1,
         description="checked against the machine's allocatable",
-        json_schema_extra={"defaultText": "allocatable − 64 GiB (− sidecar)"},
+        json_schema_extra={"defaultText": "allocatable - 64 GiB (- sidecar)"},
     )
     shm_gib: int = Field(250, ge=1, description="`/dev/shm` memory emptyDir")
     # /tmp and /tmp/ray (Ray spilling, runtime envs, vLLM and torch compile caches) on the

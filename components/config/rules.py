@@ -1,6 +1,6 @@
 """Rules spanning several keys of the stack config, in one place: overlaps, counts per GPU type,
 Autopilot or Standard, version gates, derived names, and the values no API accepts that depend on
-another key (issue 14: gcsfuse's file cache against the GPU machine's local SSD, the head pool's
+another key (gcsfuse's file cache against the GPU machine's local SSD, the head pool's
 machine against the real shapes of data/config-limits.yaml). A rule about one value alone is a type
 (components/config/types.py)."""
 
@@ -462,7 +462,7 @@ class _Rules:
         if asked + sidecar > maximum:
             self.add("kuberay.head.ephemeralStorageGib", asked, f"at most {maximum - sidecar:g} on "
                      f"Autopilot: a pod without local SSD gets at most {maximum:g} GiB of ephemeral "
-                     f"storage{' and the gcsfuse sidecar takes %g' % sidecar if sidecar else ''}; "
+                     f"storage{f' and the gcsfuse sidecar takes {sidecar:g}' if sidecar else ''}; "
                      "/tmp/ray is on its own disk-backed volume there")
 
     def _check_head(self, k: KubeRayConfig) -> None:

@@ -75,7 +75,7 @@ class Goodput:
         if self.goodput is None:
             return "no timeline yet"
         parts = [f"{self.goodput:.1%}{' (upper bound)' if self.upper_bound else ''} of "
-                 f"{_hours(self.wall_s)} wall clock{' so far' if self.live else ''}"]
+                 f"{_duration_text(self.wall_s)} wall clock{' so far' if self.live else ''}"]
         top = sorted(((v, k) for k, v in self.badput_s.items() if v > 0), reverse=True)[:3]
         if top:
             parts.append("badput: " + ", ".join(f"{BUCKET_LABELS[k].split(' (')[0]} {v / self.wall_s:.1%}"
@@ -83,7 +83,7 @@ class Goodput:
         return "; ".join(parts)
 
 
-def _hours(seconds: float) -> str:
+def _duration_text(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.2f} h"
@@ -161,7 +161,7 @@ def compute_goodput(timeline: Timeline, metrics: RunMetrics | None, now: float) 
             productive += interval.duration(end)
             upper_bound = True
             notes.append(f"attempt {interval.attempt} start {interval.start}: no step metrics, its "
-                         f"{_hours(interval.duration(end))} of trainer time counted as productive")
+                         f"{_duration_text(interval.duration(end))} of trainer time counted as productive")
             continue
         p, lost = _split_start(interval, start, timeline, end, acc)
         productive += p

@@ -15,7 +15,7 @@ def read_health(path: str | Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def status_rows(doc: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+def health_status_rows(doc: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """Rows for ``jobs status`` (key, value) from health.json or its log summary."""
     if not doc:
         return []

@@ -84,9 +84,9 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
         rows.append(("message", attempt.message))
     if target.spec is not None:
         rows.append(("checkpoints", target.spec.checkpoint_dir))
-    from jobs.cli.health_view import status_rows as health_rows
+    from jobs.cli.health_view import health_status_rows
     from jobs.contract.health import health_from_log
-    rows += health_rows(health_from_log(log))       # the gate's result line in the job log
+    rows += health_status_rows(health_from_log(log))       # the gate's result line in the job log
     for key, value in rows:
         print(f"{key:<12}{value}", file=out)
     out.flush()

@@ -113,8 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The commands that talk to the dashboard (submit also needs the entrypoint builder).
 COMMANDS = {"attach": cmd_attach, "logs": cmd_logs, "status": cmd_status, "list": cmd_list,
-            "stop": cmd_stop}
+            "stop": cmd_stop, "plot": cmd_plot}
+# Shared by every call of main that passes no policy: safe, RetryPolicy is frozen.
+DEFAULT_RETRY = RetryPolicy()
 
 
 def _preflight(argv: Sequence[str]) -> int:
@@ -124,7 +127,7 @@ def _preflight(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None, *, build_entrypoint: EntrypointBuilder | None = None,
          out: TextIO | None = None, err: TextIO | None = None,
-         retry: RetryPolicy = RetryPolicy()) -> int:
+         retry: RetryPolicy = DEFAULT_RETRY) -> int:
     """The CLI; SIGTERM and SIGHUP end it like Ctrl-C does (the port-forward is stopped, the
     attempt keeps running), with exit code 128 + the signal number."""
     err_stream = err or sys.stderr
@@ -157,10 +160,8 @@ def _signals_end_the_command():
 
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
+        with contextlib.suppress(ValueError, OSError):  # pragma: no cover - not the main thread / unsupported
             previous[sig] = signal.signal(sig, handler)
-        except (ValueError, OSError):  # pragma: no cover - not the main thread / unsupported
-            pass
     try:
         yield
     finally:
@@ -182,26 +183,38 @@ def _main(argv: Sequence[str] | None, *, build_entrypoint: EntrypointBuilder | N
     if not args.command:
         parser.print_help(err)
         return ExitCode.USAGE
+    return _run_command(args, build_entrypoint=build_entrypoint, out=out, err=err, retry=retry)
+
+
+def _without_dashboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> int | None:
+    """The exit code of a command that reads files only, or None when it needs the dashboard."""
+    if args.command == "plot" and args.log:
+        return cmd_plot(None, None, args, out, err)
+    if args.command == "report":
+        return cmd_report(args, out, err)
+    if args.command == "health":
+        return cmd_health(args, out, err)
+    if args.command in ("status", "plot") and args.run_dir and not (args.address or args.fetch):
+        # The run directory alone: no dashboard (a copy on the laptop, or on the head);
+        # --stack then only gives the config (machines, prices, planned steps).
+        return cmd_status_offline(args, out, err) if args.command == "status" else \
+            cmd_plot(None, None, args, out, err)
+    return None
+
+
+def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilder | None, out: TextIO, err: TextIO,
+         retry: RetryPolicy) -> int:
+    """Run a parsed command; every error it ends with becomes a one-line message and an exit code."""
     target = None
     try:
         resolve_address(args)
-        if args.command == "plot" and args.log:
-            return cmd_plot(None, None, args, out, err)
-        if args.command == "report":
-            return cmd_report(args, out, err)
-        if args.command == "health":
-            return cmd_health(args, out, err)
-        if args.command in ("status", "plot") and args.run_dir and not (args.address or args.fetch):
-            # The run directory alone: no dashboard (a copy on the laptop, or on the head);
-            # --stack then only gives the config (machines, prices, planned steps).
-            return cmd_status_offline(args, out, err) if args.command == "status" else \
-                cmd_plot(None, None, args, out, err)
+        code = _without_dashboard(args, out, err)
+        if code is not None:
+            return code
         with open_target(args, err) as target:
             runs = Runs(target.address, retry=retry, out=out, err=err)
             if args.command == "submit":
                 return cmd_submit(runs, target, args, out, err, build_entrypoint or default_entrypoint)
-            if args.command == "plot":
-                return cmd_plot(runs, target, args, out, err)
             return COMMANDS[args.command](runs, target, args, out, err)
     except RunError as exc:
         print(f"[jobs] error: {redact(exc)}", file=err, flush=True)

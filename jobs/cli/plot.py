@@ -114,7 +114,7 @@ def _write_figure(fig, out: Path) -> None:
                 raise
 
 
-def summary(records: Sequence[StepRecord]) -> str:
+def describe_records(records: Sequence[StepRecord]) -> str:
     train = training_records(records)
     if not train:
         return "no training steps"

@@ -156,10 +156,8 @@ class _Forward:
 
     def _say(self, text: str) -> None:
         if self.err is not None:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 print(f"[jobs] {text}", file=self.err, flush=True)
-            except (OSError, ValueError):
-                pass
 
     def _watch(self) -> None:
         # Runs for the life of the forward: kubectl processes it restarts die with this thread

@@ -455,7 +455,6 @@ class Runs:
                       tracker: ProgressTracker) -> str:
         client = self.client
         started = time.monotonic()
-        printed = 0           # characters already shown: a reconnect replays the log from its start
         stop = asyncio.Event()
 
         main = asyncio.current_task()
@@ -486,34 +485,8 @@ class Runs:
                           file=self.err, flush=True)
 
         tick = asyncio.create_task(ticker())
-        delays = self.retry.delays()
-        failures = 0
         try:
-            while True:
-                seen = 0
-                try:
-                    async for chunk in client.tail_job_logs(submission_id):
-                        failures = 0
-                        end = seen + len(chunk)
-                        if end > printed:
-                            new = chunk[max(0, printed - seen):]
-                            if print_logs:
-                                self.out.write(new)
-                                self.out.flush()
-                            tracker.feed(new)
-                            printed = end
-                        seen = end
-                    break       # the server closed the stream: the attempt is terminal
-                except Exception as exc:
-                    if not _is_unreachable(exc):
-                        raise
-                    failures += 1
-                    if failures >= self.retry.tries:
-                        raise self._unreachable(exc, failures) from exc
-                    delay = delays[failures - 1]
-                    print(f"[jobs] log stream of {submission_id} interrupted ({type(exc).__name__}); "
-                          f"reconnecting in {delay:.1f}s", file=self.err, flush=True)
-                    await asyncio.sleep(delay)
+            await self._stream_logs(client, submission_id, print_logs=print_logs, tracker=tracker)
         except asyncio.CancelledError:
             if lost:
                 raise lost[0] from None
@@ -525,6 +498,39 @@ class Runs:
         status = await asyncio.to_thread(self.wait_terminal, submission_id, 10.0)
         print(self.status_line(submission_id, status, started, tracker), file=self.err, flush=True)
         return status
+
+    async def _stream_logs(self, client, submission_id: str, *, print_logs: bool,
+                           tracker: ProgressTracker) -> None:
+        """The attempt's log until the server closes the stream, reconnecting within the retry
+        policy when the dashboard drops it."""
+        delays = self.retry.delays()
+        failures = 0
+        printed = 0           # characters already shown: a reconnect replays the log from its start
+        while True:
+            seen = 0
+            try:
+                async for chunk in client.tail_job_logs(submission_id):
+                    failures = 0
+                    end = seen + len(chunk)
+                    if end > printed:
+                        new = chunk[max(0, printed - seen):]
+                        if print_logs:
+                            self.out.write(new)
+                            self.out.flush()
+                        tracker.feed(new)
+                        printed = end
+                    seen = end
+                return      # the server closed the stream: the attempt is terminal
+            except Exception as exc:
+                if not _is_unreachable(exc):
+                    raise
+                failures += 1
+                if failures >= self.retry.tries:
+                    raise self._unreachable(exc, failures) from exc
+                delay = delays[failures - 1]
+                print(f"[jobs] log stream of {submission_id} interrupted ({type(exc).__name__}); "
+                      f"reconnecting in {delay:.1f}s", file=self.err, flush=True)
+                await asyncio.sleep(delay)
 
     # -- reporting ---------------------------------------------------------------------------
     def exit_code_for(self, attempt: Attempt, *, show_tail: bool = True) -> ExitCode:

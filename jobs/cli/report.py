@@ -448,7 +448,7 @@ def collect_inputs(run_dir: str | Path, run_id: str | None = None, *, framework:
                         planned, framework or metrics.framework, now)
 
 
-def status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
+def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
     """The rows `python -m jobs status` adds from the run directory."""
     from jobs.cli.metrics import describe_latest
 

@@ -67,14 +67,14 @@ def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = Non
                           cost_basis=cost_basis, planned=planned, preview_estimate=preview)
 
 def run_rows(args, run_id: str | None, target: Target | None) -> list[tuple[str, str]]:
-    from jobs.cli.report import status_rows
+    from jobs.cli.report import run_status_rows
 
     inputs = report_inputs(args, run_id, getattr(target, "stack", None), getattr(target, "spec", None))
-    return status_rows(inputs) if inputs is not None else []
+    return run_status_rows(inputs) if inputs is not None else []
 
 def cmd_status_offline(args, out, err) -> int:
     """status from a run directory alone (no Ray dashboard): `status --run-dir DIR`."""
-    from jobs.cli.report import status_rows
+    from jobs.cli.report import run_status_rows
 
     stack_info = spec = None
     if args.stack or args.config_file:
@@ -85,7 +85,7 @@ def cmd_status_offline(args, out, err) -> int:
     g = inputs.goodput
     rows = [("run", inputs.run_id), ("run dir", str(inputs.run_dir)),
             ("state", "live (no driver_end yet)" if g.live else "ended")]
-    rows += status_rows(inputs)
+    rows += run_status_rows(inputs)
     if not any(key == "progress" for key, _ in rows):
         rows.append(("progress", "no TensorBoard step metrics in the run directory"))
     for key, value in rows:
@@ -123,7 +123,7 @@ def cmd_report(args, out, err) -> int:
     return ExitCode.OK
 
 def cmd_plot(runs: Runs | None, target: Target | None, args, out, err) -> int:
-    from jobs.cli.plot import plot_records, summary
+    from jobs.cli.plot import describe_records, plot_records
     from jobs.cli.training_logs import merge_runs, parse_log
 
     framework = None if args.framework == "auto" else args.framework
@@ -168,14 +168,14 @@ def cmd_plot(runs: Runs | None, target: Target | None, args, out, err) -> int:
         print(f"[jobs] error: cannot write the plot to {args.out}: "
               f"{exc.strerror or type(exc).__name__}", file=err, flush=True)
         return ExitCode.FAILED
-    print(f"[jobs] wrote {path}: {summary(records)} [{source}]", file=out, flush=True)
+    print(f"[jobs] wrote {path}: {describe_records(records)} [{source}]", file=out, flush=True)
     return ExitCode.OK
 
 
 def cmd_health(args, out, err) -> int:
     """`health PATH`: a health.json (or the run directory holding it) as `status` shows it; exit
     0 when the gate passed, 6 when it failed."""
-    from jobs.cli.health_view import read_health, status_rows
+    from jobs.cli.health_view import health_status_rows, read_health
     from jobs.contract.health import HEALTH_FILE
 
     path = Path(args.path)
@@ -187,7 +187,7 @@ def cmd_health(args, out, err) -> int:
         raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: not a health result (a JSON object)")
-    for key, value in status_rows(doc):
+    for key, value in health_status_rows(doc):
         print(f"{key:<12}{value}", file=out)
     out.flush()
     return ExitCode.OK if doc.get("passed") else ExitCode.HEALTH_GATE_FAILED

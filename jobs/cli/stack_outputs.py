@@ -126,7 +126,7 @@ def _whole_numbers(fields: dict[str, Any]) -> dict[str, Any]:
     return fixed
 
 
-def _run(argv: Sequence[str], what: str, timeout: float) -> str:
+def _run_tool(argv: Sequence[str], what: str, timeout: float) -> str:
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
                               cwd=ROOT, stdin=subprocess.DEVNULL)
@@ -161,7 +161,7 @@ def deployed_outputs(stack: str | None, pulumi: str = "pulumi") -> dict[str, Any
     if stack:
         argv += ["--stack", stack]
     what = f"`pulumi stack output{' -s ' + stack if stack else ''}`"
-    outputs = _json_object(_run(argv, what, PULUMI_TIMEOUT), what)
+    outputs = _json_object(_run_tool(argv, what, PULUMI_TIMEOUT), what)
     if not outputs:
         raise StackError(f"{what}: the stack has no outputs (not deployed yet?)")
     return outputs
@@ -170,14 +170,14 @@ def deployed_outputs(stack: str | None, pulumi: str = "pulumi") -> dict[str, Any
 def selected_stack(pulumi: str = "pulumi") -> str | None:
     """The name Pulumi's selected stack has (`pulumi stack --show-name`), None when unknown."""
     try:
-        return _run([pulumi, "stack", "--show-name", "--non-interactive"], "`pulumi stack`",
+        return _run_tool([pulumi, "stack", "--show-name", "--non-interactive"], "`pulumi stack`",
                     PULUMI_TIMEOUT).strip() or None
     except StackError:
         return None
 
 
 def _module(module: str, args: Sequence[str], what: str) -> str:
-    return _run([sys.executable, "-m", module, *args], what, PREVIEW_TIMEOUT)
+    return _run_tool([sys.executable, "-m", module, *args], what, PREVIEW_TIMEOUT)
 
 
 def offline_outputs(stack: str, config_file: str | Path | None = None) -> dict[str, Any]:

@@ -106,7 +106,7 @@ class Timeline:
             elif e.event == end_name and e.key in open_:
                 b = open_.pop(e.key)
                 out.append(Interval(kind, b.attempt, b.start, b.time, e.time, e))
-        for key, b in open_.items():
+        for b in open_.values():
             later = [e.time for e in self.events if e.attempt == b.attempt and e.time > b.time
                      and e.event in ("driver_end", "deadline")]
             out.append(Interval(kind, b.attempt, b.start, b.time, min(later) if later else None))
@@ -122,7 +122,7 @@ class Timeline:
             times = [e.time for e in self.events if e.attempt == attempt]
             done = any(e.event == "driver_end" and e.attempt == attempt for e in self.events)
             spans.append((attempt, min(times), max(times) if done or attempt != self.attempts[-1]
-                          else max(now, max(times))))
+                          else max(now, *times)))
         return spans
 
 

@@ -57,6 +57,9 @@ _NEMO_EPOCH = re.compile(r"=+ Epoch (\d+)/(\d+) =+")
 _NEMO_STEP = re.compile(r"=+ Step (\d+)/(\d+) =+")
 _NEMO_TRAIN = "📊 Training Results:"
 _NEMO_VALID = "📊 Validation Results:"
+# The line that opens a section of a step's block, and the section the metric lines below it
+# belong to: "⏱️  Timing:" and "⏱️  Validation Timing:" open none (their figures are not metrics).
+_NEMO_SECTIONS = ((_NEMO_TRAIN, "train"), (_NEMO_VALID, "valid"), ("Timing:", None))
 _NEMO_METRIC = re.compile(rf"^\s*•\s*([A-Za-z][A-Za-z0-9 /()\-]*?):\s*({_NUMBER})")
 NEMO_REWARD_LABELS = ("Avg Total Reward", "Avg Reward")   # first present wins
 NEMO_LENGTH_LABEL = "Mean Generation Length"
@@ -75,14 +78,14 @@ class StepRecord:
         return self.reward is not None or self.response_length is not None
 
 
-def _float(text: str) -> float | None:
+def _number_or_none(text: str) -> float | None:
     try:
         return float(text)
     except ValueError:
         return None
 
 
-def _clean(line: str) -> str:
+def _without_ansi(line: str) -> str:
     return _ANSI.sub("", line).rstrip("\r\n")
 
 
@@ -90,7 +93,7 @@ def _clean(line: str) -> str:
 
 def parse_verl_line(line: str) -> StepRecord | None:
     """One verl console metrics line -> its record; None for any other line."""
-    line = _clean(line)
+    line = _without_ansi(line)
     match = _VERL_STEP.search(line)
     if not match:
         return None
@@ -102,7 +105,7 @@ def parse_verl_line(line: str) -> StepRecord | None:
         value = _VERL_VALUE.match(raw.strip())
         if value is None:
             continue
-        number = _float(value.group(1))
+        number = _number_or_none(value.group(1))
         if number is not None:
             record.metrics[key] = number
     for key in VERL_REWARD_KEYS:
@@ -136,7 +139,7 @@ class _NemoParser:
         self.current = None
 
     def feed(self, line: str) -> None:
-        line = _clean(line)
+        line = _without_ansi(line)
         if (m := _NEMO_EPOCH.search(line)):
             self._close()
             self.epoch = int(m.group(1))
@@ -149,19 +152,14 @@ class _NemoParser:
             self.current = StepRecord(step=self.step)
             self.section = None
             return
-        if _NEMO_TRAIN in line:
-            self.section = "train"
-            return
-        if _NEMO_VALID in line:
-            self.section = "valid"
-            return
-        if "Timing:" in line:               # "⏱️  Timing:" / "⏱️  Validation Timing:"
-            self.section = None
-            return
+        for header, section in _NEMO_SECTIONS:
+            if header in line:
+                self.section = section
+                return
         m = _NEMO_METRIC.match(line)
         if not m or self.section is None:
             return
-        label, number = m.group(1).strip(), _float(m.group(2))
+        label, number = m.group(1).strip(), _number_or_none(m.group(2))
         if number is None:
             return
         if self.section == "valid":

@@ -26,6 +26,7 @@ Values are credentials when they contain a known token format (Hugging Face, Ope
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 REDACTED = "[redacted]"
 
@@ -52,7 +53,7 @@ _TOKEN_QUALIFIERS = frozenset({"PAD", "EOS", "BOS", "UNK", "SEP", "CLS", "MASK",
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 # Values that are credentials whatever they are called. Messages name the kind, never the value.
-_TOKEN_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
+_TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # No word boundary before hf_/ghp_/xox: a token glued to other text ("mhf_...") is one too;
     # the 30+ characters after the prefix keep ordinary words out.
     ("a Hugging Face token (hf_...)", re.compile(r"hf_[A-Za-z0-9]{30,}")),
@@ -103,7 +104,7 @@ def looks_like_secret_name(name: str) -> bool:
     return False
 
 
-def _assignments(text: str):
+def _assignments(text: str) -> Iterator[re.Match[str]]:
     for match in _ASSIGNMENT.finditer(text):
         value = match.group("value")
         if looks_like_secret_name(match.group("name")) and value \

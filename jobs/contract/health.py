@@ -30,6 +30,17 @@ COLLECTIVES = ("all_gather", "all_reduce")
 MODES = ("enforce", "warn", "off")
 
 
+@dataclass
+class GateResult:
+    """What the gate answers the driver: passed (or warn mode), the exit code the attempt ends
+    with when it did not, one line saying why, the whole health.json document and its warnings."""
+    passed: bool
+    exit_code: int
+    message: str
+    document: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
 class HealthPlanError(ValueError):
     """The run plan's "health" section is not a valid health plan."""
 
@@ -79,7 +90,7 @@ class HealthPlan:
     storage: StoragePlan | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
@@ -165,7 +176,7 @@ def effective_size(collective: str, size_bytes: int, ranks: int, element_bytes: 
 
 # ---- results ----------------------------------------------------------------------------------
 
-def summary(doc: Mapping[str, Any]) -> dict:
+def health_log_summary(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The part of health.json that the job log carries (no per-rank rows)."""
     keep = ("version", "mode", "passed", "enforced", "skipped", "started", "ended", "seconds", "timings",
             "nodes", "gpus_per_node", "backend", "machine_type", "checks", "failed_nodes",
@@ -178,9 +189,9 @@ def summary(doc: Mapping[str, Any]) -> dict:
     return out
 
 
-def health_from_log(text: str) -> dict | None:
+def health_from_log(text: str) -> dict[str, Any] | None:
     """The last gate result a job log carries (``[health] result {...}``), or None."""
-    found = None
+    found: dict[str, Any] | None = None
     for line in text.splitlines():
         index = line.find(RESULT_MARKER)
         if index < 0:

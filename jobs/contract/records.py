@@ -92,21 +92,21 @@ GPU_WAIT_LOG_PREFIX = "[wait_for_gpus]"
 GPU_WAIT_TIMEOUT_MARKER = f"{GPU_WAIT_LOG_PREFIX} TIMEOUT"
 
 
-def _number(value: Any) -> float | None:
+def _finite_number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
 
 
-def _int(value: Any) -> int | None:
+def _plain_int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value
 
 
 def parse_event(row: dict[str, Any]) -> Event | None:
-    time, name = _number(row.get("time")), row.get("event")
-    attempt, start = _int(row.get("attempt")), _int(row.get("start"))
+    time, name = _finite_number(row.get("time")), row.get("event")
+    attempt, start = _plain_int(row.get("attempt")), _plain_int(row.get("start"))
     if time is None or not isinstance(name, str) or attempt is None or start is None:
         return None
     extra = {k: v for k, v in row.items() if k not in ("time", "event", "attempt", "start")}
@@ -114,12 +114,12 @@ def parse_event(row: dict[str, Any]) -> Event | None:
 
 
 def parse_restart(row: dict[str, Any]) -> Restart | None:
-    time, attempt, start = _number(row.get("time")), _int(row.get("attempt")), _int(row.get("start"))
+    time, attempt, start = _finite_number(row.get("time")), _plain_int(row.get("attempt")), _plain_int(row.get("start"))
     if time is None or attempt is None or start is None:
         return None
     reason = row.get("reason")
-    return Restart(time, reason if isinstance(reason, str) else "unknown", _int(row.get("exit_code")),
-                   _int(row.get("last_checkpoint_step")), attempt, start)
+    return Restart(time, reason if isinstance(reason, str) else "unknown", _plain_int(row.get("exit_code")),
+                   _plain_int(row.get("last_checkpoint_step")), attempt, start)
 
 
 def restarts_from_log(text: str) -> list[dict[str, Any]]:

@@ -37,6 +37,7 @@ Pulumi, GPUs or this repository's components/ and tools/.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from jobs.contract.exit_codes import ExitCode
+from jobs.contract.health import GateResult
 from jobs.contract.records import DRIVER_LOG_PREFIX, RESTART_MARKER, TENSORBOARD_ENV, tensorboard_dir
 from jobs.contract.run_plan import PLAN_PATH, Command, RunPlan, RunPlanError, load_plan
 from jobs.head.checkpoints import check_writable, last_checkpoint_step
@@ -70,12 +72,6 @@ PLAN_REFRESH_SECONDS = 180.0
 
 
 # ---- hooks ------------------------------------------------------------------------------------
-
-class GateResult(Protocol):
-    passed: bool
-    exit_code: int
-    message: str
-
 
 class Hooks(Protocol):
     """What the driver calls outside itself; tests inject fakes, the defaults are below."""
@@ -159,21 +155,9 @@ class Driver:
         self.say(f"run {plan.run_id}, attempt {self.attempt}: plan has {plan.gpus} GPUs, "
                  f"max {plan.max_restarts} restarts, budget "
                  f"{'none' if plan.deadline_seconds is None else f'{plan.deadline_seconds:.0f}s'}")
-        problem = check_writable(plan.checkpoint_dir)
-        if problem:
-            return self.end(ExitCode.NOT_WRITABLE, f"checkpoint directory {problem}")
-        # Before any staging or GPU wait: a trainer that cannot start would only fail later.
-        problem = self._trainer_missing()
-        if problem:
-            return self.end(ExitCode.TRAINER_NOT_FOUND, problem)
-
-        if plan.prepare is not None:
-            self.records.event("prepare_start", 0)
-            code = self._run_stage(plan.prepare)
-            self.records.event("prepare_end", 0, exit_code=code)
-            if code != 0:
-                return self.end(ExitCode.PREPARE_FAILED,
-                                f"data/model staging exited {code} (see its lines above)")
+        ended = self._checks_and_staging()
+        if ended is not None:
+            return ended
 
         restarts = 0
         while True:
@@ -221,6 +205,27 @@ class Driver:
                                 "next restart could start")
             self.sleep(delay)
             self.start += 1
+
+    def _checks_and_staging(self) -> int | None:
+        """What runs once per attempt, before the first GPU wait; the driver's exit code once it
+        ended, else None."""
+        plan = self.plan
+        problem = check_writable(plan.checkpoint_dir)
+        if problem:
+            return self.end(ExitCode.NOT_WRITABLE, f"checkpoint directory {problem}")
+        # Before any staging or GPU wait: a trainer that cannot start would only fail later.
+        problem = self._trainer_missing()
+        if problem:
+            return self.end(ExitCode.TRAINER_NOT_FOUND, problem)
+
+        if plan.prepare is not None:
+            self.records.event("prepare_start", 0)
+            code = self._run_stage(plan.prepare)
+            self.records.event("prepare_end", 0, exit_code=code)
+            if code != 0:
+                return self.end(ExitCode.PREPARE_FAILED,
+                                f"data/model staging exited {code} (see its lines above)")
+        return None
 
     def _gpus_and_gates(self) -> int | None:
         plan = self.plan
@@ -340,15 +345,11 @@ class Driver:
     def _stop(proc: subprocess.Popen, grace: float) -> None:
         """SIGTERM the trainer's process group, SIGKILL it after ``grace`` seconds."""
         def signal_group(sig):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
         signal_group(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
         signal_group(signal.SIGKILL)   # whatever of the group is left
         proc.wait()
 

@@ -32,18 +32,26 @@ the job log (what ``jobs status`` reads back).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.health import HEALTH_FILE, LOG_PREFIX, RESULT_MARKER, HealthPlan, HealthPlanError, summary
+from jobs.contract.health import (
+    HEALTH_FILE,
+    LOG_PREFIX,
+    RESULT_MARKER,
+    GateResult,
+    HealthPlan,
+    HealthPlanError,
+    health_log_summary,
+)
 from jobs.head.fabric_probe import CollectiveProbe
 from jobs.head.fabric_verdict import (
     aggregate,
@@ -61,15 +69,6 @@ from jobs.head.fabric_verdict import (
 
 # NCCL writes its INFO log here (one file per host and pid: NCCL's %h and %p) when the gate asks.
 NCCL_DEBUG_FILE = "/tmp/gke-grpo-health-nccl.%h.%p.log"
-
-
-@dataclass
-class GateResult:
-    passed: bool
-    exit_code: int
-    message: str
-    document: dict = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
 
 
 class _GateFailure(Exception):
@@ -124,44 +123,8 @@ def fabric_gate(plan_health: Mapping[str, Any] | HealthPlan, nodes: int, gpus_pe
     try:
         pg, actors, infos = _place(plan, nodes, gpus_per_node, probe_class, doc)
         lap("placement_and_actor_start")
-        doc["rendezvous"] = _rendezvous(plan, actors, infos)
-        lap("rendezvous")
-        world = _get([a.world_tests.remote(plan.collectives, plan.sizes_bytes,
-                                           plan.warmup_iterations, plan.iterations) for a in actors],
-                     plan.timeout_s, "world collectives", infos)
-        lap("world_collectives")
-        reports = [row for rows in world for row in rows]
-        measurements = aggregate(reports)
-        doc["measurements"] = [m.to_dict() for m in measurements]
-        doc["per_rank"] = [{k: r[k] for k in ("rank", "node_index", "collective", "size_bytes", "seconds")}
-                           for r in reports]
-        checks = fabric_checks(measurements, plan, nodes)
-        doc["checks"] = checks
-        failed = [c for c in checks if not c["passed"]]
-        if failed and plan.localize and nodes >= 2:
-            doc["localization"] = _localize(plan, actors, infos, nodes, gpus_per_node, failed)
-            lap("localization")
-        if plan.backend == "nccl" and plan.nccl_debug_log:
-            logs = _get([a.nccl_log.remote() for a in actors], 60, "NCCL log", infos)
-            doc["nics"] = nics_by_node(logs, infos)
-            check = tcp_fallback_check(doc["nics"], nodes)
-            if check:
-                checks.append(check)
-                failed = [c for c in checks if not c["passed"]]
-        if plan.storage is not None:
-            probe = _get([actors[0].storage_probe.remote(dataclasses.asdict(plan.storage))],
-                         plan.timeout_s, "storage probe", infos[:1])[0]
-            lap("storage_probe")
-            storage = judge_storage(probe, plan.storage)
-            doc["storage"] = storage
-            warnings += storage["warnings"]
-        failed_nodes = (doc.get("localization") or {}).get("suspect_nodes", [])
-        on_tcp = [n for c in checks for n in c.get("nodes_on_tcp", [])]
-        failed_nodes = sorted(set(failed_nodes) | set(on_tcp))
-        if failed and not failed_nodes and nodes >= 2:
-            failed_nodes = list(range(nodes))
-        passed = not failed
-        message = verdict_message(plan, checks, failed_nodes, infos, doc)
+        passed, failed_nodes, message = _measure(plan, actors, infos, nodes, gpus_per_node,
+                                                 doc=doc, warnings=warnings, lap=lap)
     except _GateFailure as failure:
         passed = False
         failed_nodes = failure.nodes
@@ -189,6 +152,49 @@ def fabric_gate(plan_health: Mapping[str, Any] | HealthPlan, nodes: int, gpus_pe
     return GateResult(False, ExitCode.HEALTH_GATE_FAILED, message, doc, warnings)
 
 
+def _measure(plan: HealthPlan, actors: list, infos: list[dict], nodes: int, gpus_per_node: int, *,
+             doc: dict[str, Any], warnings: list[str], lap: Callable[[str], None]) -> tuple[bool, list[int], str]:
+    """The gate's measuring stages on the placed probes, each recorded in ``doc`` and timed by
+    ``lap``; (passed, the nodes to blame, the verdict)."""
+    doc["rendezvous"] = _rendezvous(plan, actors, infos)
+    lap("rendezvous")
+    world = _gather([a.world_tests.remote(plan.collectives, plan.sizes_bytes,
+                                       plan.warmup_iterations, plan.iterations) for a in actors],
+                 plan.timeout_s, "world collectives", infos)
+    lap("world_collectives")
+    reports = [row for rows in world for row in rows]
+    measurements = aggregate(reports)
+    doc["measurements"] = [m.to_dict() for m in measurements]
+    doc["per_rank"] = [{k: r[k] for k in ("rank", "node_index", "collective", "size_bytes", "seconds")}
+                       for r in reports]
+    checks = fabric_checks(measurements, plan, nodes)
+    doc["checks"] = checks
+    failed = [c for c in checks if not c["passed"]]
+    if failed and plan.localize and nodes >= 2:
+        doc["localization"] = _localize(plan, actors, infos, nodes, gpus_per_node, failed)
+        lap("localization")
+    if plan.backend == "nccl" and plan.nccl_debug_log:
+        logs = _gather([a.nccl_log.remote() for a in actors], 60, "NCCL log", infos)
+        doc["nics"] = nics_by_node(logs, infos)
+        check = tcp_fallback_check(doc["nics"], nodes)
+        if check:
+            checks.append(check)
+            failed = [c for c in checks if not c["passed"]]
+    if plan.storage is not None:
+        probe = _gather([actors[0].storage_probe.remote(dataclasses.asdict(plan.storage))],
+                     plan.timeout_s, "storage probe", infos[:1])[0]
+        lap("storage_probe")
+        storage = judge_storage(probe, plan.storage)
+        doc["storage"] = storage
+        warnings += storage["warnings"]
+    failed_nodes = (doc.get("localization") or {}).get("suspect_nodes", [])
+    on_tcp = [n for c in checks for n in c.get("nodes_on_tcp", [])]
+    failed_nodes = sorted(set(failed_nodes) | set(on_tcp))
+    if failed and not failed_nodes and nodes >= 2:
+        failed_nodes = list(range(nodes))
+    return not failed, failed_nodes, verdict_message(plan, checks, failed_nodes, infos, doc)
+
+
 def _pickle_by_value(probe_class: type) -> None:
     """The workers have no copy of jobs/ (the ConfigMap reaches the head only): ship the probe's
     module by value, and every jobs module it takes names from, so nothing on the worker
@@ -204,10 +210,8 @@ def _pickle_by_value(probe_class: type) -> None:
     for name in sorted(names):
         module = sys.modules.get(name)
         if module is not None and name != "__main__":
-            try:
+            with contextlib.suppress(ValueError):   # already registered
                 cloudpickle.register_pickle_by_value(module)
-            except ValueError:
-                pass   # already registered
 
 
 def _place(plan: HealthPlan, nodes: int, gpus_per_node: int, probe_class: type, doc: dict):
@@ -240,7 +244,7 @@ def _place(plan: HealthPlan, nodes: int, gpus_per_node: int, probe_class: type, 
                 options["runtime_env"] = runtime_env
             actors.append(remote_class.options(**options).remote(
                 node * gpus_per_node + local, world, node, local, plan.backend))
-    infos = _get([a.describe.remote() for a in actors], plan.timeout_s, "actor start", None)
+    infos = _gather([a.describe.remote() for a in actors], plan.timeout_s, "actor start", None)
     by_bundle: dict[int, set[str]] = {}
     for info in infos:
         by_bundle.setdefault(info["node_index"], set()).add(info["node_id"])
@@ -271,7 +275,7 @@ def _rendezvous(plan: HealthPlan, actors: list, infos: list[dict]) -> dict:
 
     master_addr = infos[0]["ip"]
     master_port = ray.get(actors[0].free_port.remote(), timeout=60)
-    joined = _get([a.init_group.remote(master_addr, master_port, plan.timeout_s) for a in actors],
+    joined = _gather([a.init_group.remote(master_addr, master_port, plan.timeout_s) for a in actors],
                   plan.timeout_s, "rendezvous", infos)
     return {"master_addr": master_addr, "master_port": master_port,
             "world_size": joined[0]["world_size"], "backend": joined[0]["backend"],
@@ -286,7 +290,7 @@ def _localize(plan: HealthPlan, actors: list, infos: list[dict], nodes: int, gpu
     intra_rounds = [[ranks_of[n] for n in range(nodes)]] if gpus_per_node > 1 else []
     pair_rounds = [[ranks_of[a] + ranks_of[b] for a, b in pairs] for pairs in ring_pair_rounds(nodes)]
     # At least one warm-up: NCCL sets up a new group's communicator on its first collective.
-    results = _get([a.subgroup_tests.remote(intra_rounds + pair_rounds, collective, plan.localize_size,
+    results = _gather([a.subgroup_tests.remote(intra_rounds + pair_rounds, collective, plan.localize_size,
                                             max(1, plan.warmup_iterations), plan.iterations)
                     for a in actors],
                    plan.timeout_s, "localisation", infos)
@@ -297,7 +301,7 @@ def _localize(plan: HealthPlan, actors: list, infos: list[dict], nodes: int, gpu
     return localize(pairs, intra, plan, nodes, collective)
 
 
-def _get(refs: list, timeout: float, stage: str, infos: list[dict] | None):
+def _gather(refs: list, timeout: float, stage: str, infos: list[dict] | None):
     """ray.get of every actor's answer, bounded by ``timeout``. The first actor that fails is
     named at once (its peers would otherwise wait in the collective until the timeout); on a
     timeout, the actors that did not answer are named."""
@@ -351,16 +355,13 @@ def _free_gpu_nodes() -> list[str]:
 def _teardown(actors: list, pg) -> None:
     import ray
 
+    # An actor or group already gone (or a Ray shutting down) does not stop the rest.
     for a in actors:
-        try:
+        with contextlib.suppress(Exception):
             ray.kill(a, no_restart=True)
-        except Exception:
-            pass
     if pg is not None:
-        try:
+        with contextlib.suppress(Exception):
             ray.util.remove_placement_group(pg)
-        except Exception:
-            pass
 
 
 def write_health(doc: Mapping[str, Any], run_dir: str | Path) -> Path:
@@ -377,7 +378,7 @@ def write_health(doc: Mapping[str, Any], run_dir: str | Path) -> Path:
 def _emit(doc: dict, run_dir, out) -> None:
     path = write_health(doc, run_dir)
     print(f"{LOG_PREFIX} wrote {path}", file=out, flush=True)
-    print(RESULT_MARKER + json.dumps(summary(doc), sort_keys=True, separators=(",", ":"), default=str),
+    print(RESULT_MARKER + json.dumps(health_log_summary(doc), sort_keys=True, separators=(",", ":"), default=str),
           file=out, flush=True)
     if doc.get("message"):
         print(doc["message"], file=out, flush=True)

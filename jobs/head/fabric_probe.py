@@ -9,6 +9,7 @@ this repository), so everything it uses from jobs/ must be shipped with it (fabr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -224,10 +225,8 @@ def storage_probe(plan: StoragePlan) -> dict:
         read_seconds = _parallel(read, paths) if not errors else float("nan")
     finally:
         for path in paths:
-            try:
+            with contextlib.suppress(OSError):
                 path.unlink()
-            except OSError:
-                pass
     total = per_stream * streams
     result = {"directory": str(directory), "bytes": total, "streams": streams, "kind": plan.kind,
               "host": socket.gethostname(), "errors": errors,
@@ -239,10 +238,8 @@ def storage_probe(plan: StoragePlan) -> dict:
 
 def _drop_cache(fd: int) -> None:
     if hasattr(os, "posix_fadvise"):
-        try:
+        with contextlib.suppress(OSError):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        except OSError:
-            pass
 
 
 def _parallel(work: Callable[[Path], None], paths: Sequence[Path]) -> float:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from jobs.contract.exit_codes import ExitCode
 
 
-class Reason(str, enum.Enum):
+class Reason(enum.StrEnum):
     """Why a trainer start ended (the ``reason`` of trainer_exit and restarts.jsonl)."""
     COMPLETED = "completed"
     LOST_WORKER = "lost_worker"

@@ -272,8 +272,10 @@ def split_validation(records: list[dict[str, Any]],
     depend on the file's row order; both keep the source order."""
     if len(records) >= 10 * rows:
         count = rows
+    elif len(records) > 1:
+        count = max(1, len(records) // 10)
     else:
-        count = max(1, len(records) // 10) if len(records) > 1 else 0
+        count = 0
     ranked = sorted(range(len(records)),
                     key=lambda i: (hashlib.sha256(records[i]["question"].encode()).hexdigest(), i))
     held_out = set(ranked[:count])

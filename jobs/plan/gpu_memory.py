@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +30,7 @@ from jobs.plan.model_shapes import ModelShape, shape_for
 
 if TYPE_CHECKING:
     from jobs.contract.spec import GrpoSpec
+    from jobs.plan.findings import Finding
 
 GPU_MEMORY_FILE = Path(__file__).resolve().parents[2] / "data" / "gpu-memory.yaml"
 GIB = 2**30
@@ -183,7 +185,7 @@ def actor_step_terms(shape: ModelShape, *, shards: int, tokens: int, checkpointi
     per_gpu_tokens = tokens / sequence_parallel
     params_bytes = 0 if offload_params else 4 * p
     optim_bytes = 0 if offload_optimizer else (STATE_BYTES_PER_PARAM - 4) * p
-    base = [Term("fp32 parameters (1/%d each)" % shards, params_bytes),
+    base = [Term(f"fp32 parameters (1/{shards} each)", params_bytes),
             Term("AdamW exp_avg + exp_avg_sq (fp32)", optim_bytes),
             Term("allocator base (NCCL, buffers)", ALLOCATOR_BASE_BYTES)]
     if shards > 1:
@@ -210,7 +212,7 @@ def actor_step_terms(shape: ModelShape, *, shards: int, tokens: int, checkpointi
     if offload_optimizer:
         optimizer = (Term("fp32 gradients", grads), Term("optimizer step on CPU", 0, "framework"))
     return {
-        "forward_backward": tuple(base) + (gathered_root,) + backward,
+        "forward_backward": (*base, gathered_root, *backward),
         "optimizer_step": tuple(base) + optimizer,
     }
 
@@ -291,26 +293,26 @@ def _overrides(spec: GrpoSpec) -> dict[str, str]:
     return values
 
 
-def _bool(values: dict[str, str], key: str, default: bool) -> bool:
+def _override_bool(values: dict[str, str], key: str, default: bool) -> bool:
     value = values.get(key)
     return default if value is None else value.strip().lower() in ("true", "1", "yes")
 
 
-def _int(values: dict[str, str], key: str, default: int) -> int:
+def _override_int(values: dict[str, str], key: str, default: int) -> int:
     try:
         return int(values[key]) if key in values else default
     except ValueError:
         return default
 
 
-def _float(values: dict[str, str], key: str, default: float) -> float:
+def _override_float(values: dict[str, str], key: str, default: float) -> float:
     try:
         return float(values[key]) if key in values else default
     except ValueError:
         return default
 
 
-def _phase(role: str, *groups) -> Phase:
+def _phase(role: str, *groups: Iterable[Term]) -> Phase:
     terms: list[Term] = []
     for group in groups:
         terms.extend(group)
@@ -333,18 +335,19 @@ def plan_for_spec(spec: GrpoSpec, gpus: dict[str, GpuMemory] | None = None) -> M
     return None
 
 
-def _plan_verl(spec, shape, gpu, sequence, values) -> MemoryPlan:
+def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
+               values: dict[str, str]) -> MemoryPlan:
     # verl (jobs/plan/render.py): FSDP2 over every GPU, gradient checkpointing rendered on, the
     # reference model a separate bf16 FSDP module (fsdp_workers.py builds non-actor roles in
     # bf16), vLLM colocated with its weights and KV cache released between rollouts
     # (free_cache_engine / sleep mode).
     n = spec.total_gpus
     a = "actor_rollout_ref."
-    sp = max(_int(values, a + "actor.ulysses_sequence_parallel_size", 1), 1)
-    checkpointing = _bool(values, a + "model.enable_gradient_checkpointing", True)
-    offload_params = _bool(values, a + "actor.fsdp_config.param_offload", False)
-    offload_optim = _bool(values, a + "actor.fsdp_config.optimizer_offload", False)
-    ref_offload = _bool(values, a + "ref.fsdp_config.param_offload", False)
+    sp = max(_override_int(values, a + "actor.ulysses_sequence_parallel_size", 1), 1)
+    checkpointing = _override_bool(values, a + "model.enable_gradient_checkpointing", True)
+    offload_params = _override_bool(values, a + "actor.fsdp_config.param_offload", False)
+    offload_optim = _override_bool(values, a + "actor.fsdp_config.optimizer_offload", False)
+    ref_offload = _override_bool(values, a + "ref.fsdp_config.param_offload", False)
     p = shape.parameters / n
     root = ROOT_BYTES_PER_PARAM * root_parameters(shape)
     actor_resident = (
@@ -352,29 +355,29 @@ def _plan_verl(spec, shape, gpu, sequence, values) -> MemoryPlan:
         Term("actor AdamW states", 0 if offload_optim else 8 * p),
         Term("actor root unit left gathered (bf16)", root),
         Term("allocator base", ALLOCATOR_BASE_BYTES))
-    ref_weights = Term("reference model bf16 (1/%d)" % n, 0 if ref_offload else BF16 * p,
+    ref_weights = Term(f"reference model bf16 (1/{n})", 0 if ref_offload else BF16 * p,
                        "framework")
     ref = (ref_weights, Term("reference root unit left gathered (bf16)", root))
     context = (Term("trainer CUDA context", CUDA_CONTEXT_BYTES),)
-    micro = _int(values, a + "actor.ppo_micro_batch_size_per_gpu", spec.micro_batch_size_per_gpu)
-    lp_micro = max(_int(values, a + "rollout.log_prob_micro_batch_size_per_gpu",
+    micro = _override_int(values, a + "actor.ppo_micro_batch_size_per_gpu", spec.micro_batch_size_per_gpu)
+    lp_micro = max(_override_int(values, a + "rollout.log_prob_micro_batch_size_per_gpu",
                         spec.log_prob_micro_batch_size_per_gpu),
-                   _int(values, a + "ref.log_prob_micro_batch_size_per_gpu",
+                   _override_int(values, a + "ref.log_prob_micro_batch_size_per_gpu",
                         spec.log_prob_micro_batch_size_per_gpu))
     train_tokens, lp_tokens = micro * sequence, lp_micro * sequence
-    if _bool(values, a + "actor.use_dynamic_bsz", False):
+    if _override_bool(values, a + "actor.use_dynamic_bsz", False):
         # A dynamic micro batch holds up to the token budget per GPU, times the Ulysses size
         # (verl/workers/actor/dp_actor.py, 0.7.1: ppo_max_token_len_per_gpu *
         # ulysses_sequence_parallel_size); the log-prob passes follow the actor's budget.
-        budget = _int(values, a + "actor.ppo_max_token_len_per_gpu", 16384) * sp
+        budget = _override_int(values, a + "actor.ppo_max_token_len_per_gpu", 16384) * sp
         train_tokens = lp_tokens = max(budget, sequence)
     step = actor_step_terms(shape, shards=n, tokens=train_tokens,
                             checkpointing=checkpointing, sequence_parallel=sp,
                             offload_params=offload_params, offload_optimizer=offload_optim)
     lp = logprob_terms(shape, shards=n, tokens=lp_tokens, sequence_parallel=sp)
-    tp = max(_int(values, a + "rollout.tensor_model_parallel_size",
+    tp = max(_override_int(values, a + "rollout.tensor_model_parallel_size",
                   spec.rollout_tensor_parallel_size), 1)
-    utilization = _float(values, a + "rollout.gpu_memory_utilization",
+    utilization = _override_float(values, a + "rollout.gpu_memory_utilization",
                          spec.rollout_gpu_memory_utilization)
     kv = kv_check(shape, gpu, utilization=utilization, tp=tp,
                   sequences=spec.prompts_per_step * spec.generations_per_prompt,
@@ -396,30 +399,31 @@ def _plan_verl(spec, shape, gpu, sequence, values) -> MemoryPlan:
     return MemoryPlan(spec.model, gpu, "verl", phases, kv)
 
 
-def _plan_nemo_rl(spec, shape, gpu, sequence, values) -> MemoryPlan:
+def _plan_nemo_rl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
+                  values: dict[str, str]) -> MemoryPlan:
     # NeMo RL (jobs/plan/render.py: DTensor policy unless megatron_cfg is enabled): FSDP2 x TP over
     # the training GPUs; colocated generation moves the policy's weights and optimizer to the
     # CPU before vLLM generates (dtensor_policy_worker_v2 offload_before_refit /
     # offload_after_refit) and puts vLLM to sleep for training; the reference policy's weights
     # are held in CPU memory and swapped in for its log-probs.
     notes = []
-    if _bool(values, "policy.megatron_cfg.enabled", False):
+    if _override_bool(values, "policy.megatron_cfg.enabled", False):
         notes.append("policy.megatron_cfg.enabled: the Megatron backend is not modelled; the "
                      "DTensor estimate is shown instead")
-        tp = _int(values, "policy.megatron_cfg.tensor_model_parallel_size", 1)
-        checkpointing = _bool(values, "policy.megatron_cfg.activation_checkpointing", False)
+        tp = _override_int(values, "policy.megatron_cfg.tensor_model_parallel_size", 1)
+        checkpointing = _override_bool(values, "policy.megatron_cfg.activation_checkpointing", False)
     else:
-        tp = _int(values, "policy.dtensor_cfg.tensor_parallel_size", 1)
-        checkpointing = _bool(values, "policy.dtensor_cfg.activation_checkpointing", False)
+        tp = _override_int(values, "policy.dtensor_cfg.tensor_parallel_size", 1)
+        checkpointing = _override_bool(values, "policy.dtensor_cfg.activation_checkpointing", False)
     tp = max(tp, 1)
-    cpu_offload = _bool(values, "policy.dtensor_cfg.cpu_offload", False)
+    cpu_offload = _override_bool(values, "policy.dtensor_cfg.cpu_offload", False)
     gen_nodes = 0 if spec.colocated_generation else spec.generation_nodes
     train_gpus = max((spec.nodes - gen_nodes) * spec.gpus_per_node, 1)
     gen_gpus = gen_nodes * spec.gpus_per_node if gen_nodes else spec.total_gpus
-    cp = max(_int(values, "policy.dtensor_cfg.context_parallel_size", 1), 1)
-    sequence = _int(values, "policy.max_total_sequence_length", sequence)
-    micro = _int(values, "policy.train_micro_batch_size", spec.micro_batch_size_per_gpu)
-    lp_micro = _int(values, "policy.logprob_batch_size", spec.log_prob_micro_batch_size_per_gpu)
+    cp = max(_override_int(values, "policy.dtensor_cfg.context_parallel_size", 1), 1)
+    sequence = _override_int(values, "policy.max_total_sequence_length", sequence)
+    micro = _override_int(values, "policy.train_micro_batch_size", spec.micro_batch_size_per_gpu)
+    lp_micro = _override_int(values, "policy.logprob_batch_size", spec.log_prob_micro_batch_size_per_gpu)
     step = actor_step_terms(shape, shards=train_gpus, tokens=micro * sequence,
                             checkpointing=checkpointing, tp=tp, sequence_parallel=cp,
                             offload_params=cpu_offload, offload_optimizer=cpu_offload)
@@ -431,9 +435,9 @@ def _plan_nemo_rl(spec, shape, gpu, sequence, values) -> MemoryPlan:
                        sequence_parallel=cp)
     context = (Term("policy worker CUDA context", CUDA_CONTEXT_BYTES),)
     g = "policy.generation.vllm_cfg."
-    vtp = max(_int(values, g + "tensor_parallel_size", spec.rollout_tensor_parallel_size), 1)
-    vllm_pp = max(_int(values, g + "pipeline_parallel_size", 1), 1)
-    utilization = _float(values, g + "gpu_memory_utilization", spec.rollout_gpu_memory_utilization)
+    vtp = max(_override_int(values, g + "tensor_parallel_size", spec.rollout_tensor_parallel_size), 1)
+    vllm_pp = max(_override_int(values, g + "pipeline_parallel_size", 1), 1)
+    utilization = _override_float(values, g + "gpu_memory_utilization", spec.rollout_gpu_memory_utilization)
     kv = kv_check(shape, gpu, utilization=utilization, tp=vtp * vllm_pp,
                   sequences=spec.prompts_per_step * spec.generations_per_prompt,
                   replicas=max(gen_gpus // max(vtp * vllm_pp, 1), 1), max_sequence_tokens=sequence)
@@ -500,7 +504,7 @@ def _key_to_change(plan: MemoryPlan) -> str:
     return "gke-grpo:gpu.nodes"
 
 
-def memory_findings(spec: GrpoSpec, memory_check: str = "enforce"):
+def memory_findings(spec: GrpoSpec, memory_check: str = "enforce") -> list[Finding]:
     """Preflight findings of the plan: a warning above 85 % of the GPU's memory, an error above
     100 % (a warning when gke-grpo:job.memoryCheck is 'warn'), each with the breakdown."""
     from jobs.plan.findings import Finding

@@ -23,10 +23,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -65,7 +66,7 @@ class _StackFileLoader(yaml.SafeLoader):
     timestamps as the text written (``startTime: 2025-01-04T02:00:00Z`` unquoted stays that
     string: the config rules check RFC 3339 text, and a datetime is not JSON)."""
 
-    yaml_implicit_resolvers = {
+    yaml_implicit_resolvers: ClassVar[dict[str | None, list[tuple[str, re.Pattern[str]]]]] = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
@@ -74,7 +75,7 @@ class _StackFileLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: yaml.Node | None, index: yaml.Node | int | None) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise _Refused(f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) "
@@ -88,7 +89,7 @@ class _StackFileLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, yaml.MappingNode):
             self.flatten_mapping(node)
             seen: dict[Any, int] = {}
@@ -104,7 +105,8 @@ class _StackFileLoader(yaml.SafeLoader):
                     raise _Refused(f"duplicate key {truncate(key)!r} on line {seen[key]} and line "
                                    f"{line} (YAML keeps only the last one: remove one)")
                 seen[key] = line
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)   # yaml has no stubs here
+        return mapping
 
 
 class _Refused(Exception):
@@ -205,8 +207,8 @@ def read_stack_file(path: Path | str, offline_secrets: Iterable[str] = ()) -> tu
     document = read_stack_document(path)
     raw: dict[str, str] = {}
     secret_keys: set[str] = set()
-    for key, value in (document.get("config") or {}).items():
-        key = str(key)
+    for name, value in (document.get("config") or {}).items():
+        key = str(name)
         if ":" not in key:
             key = f"{PROJECT}:{key}"
         if isinstance(value, dict) and set(value) == {"secure"}:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import yaml
 
-
 VERSIONS_FILE = Path(__file__).resolve().parents[2] / "data" / "versions.yaml"
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class ImageRow:
 class VersionsTable:
     ray_client: str
     images: tuple[ImageRow, ...]
-    system_images: dict[str, dict] = field(default_factory=dict)
+    system_images: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def for_framework(self, framework: str) -> ImageRow:
         """The default row of a framework (the first listed)."""

@@ -16,7 +16,7 @@ POOL = "gcp:container/nodePool:NodePool"
 AUTOPILOT_POOL_KEYS = {P + "gpu.minNodes": DELETE, P + "gpu.maxNodes": DELETE,
                        P + "gpu.compactPlacement": DELETE, P + "cluster.headPool": DELETE}
 
-# The other mode of each stack, and the models the stacks do not use (issue 3).
+# The other mode of each stack, and the models the stacks do not use.
 VARIANTS = {
     "standard-h200-spot": ("dev", {P + "cluster.mode": "standard"}),
     "autopilot-b200-reservation": ("prod", {P + "cluster.mode": "autopilot", **AUTOPILOT_POOL_KEYS}),
@@ -215,7 +215,7 @@ def test_kubernetes_provider_is_built_from_the_cluster_and_secret(stack_preview)
         assert resource.provider.startswith(provider.urn + "::"), resource.name
 
 
-# ---- issue 13: private nodes, control-plane access, no drift ------------------------------------
+# ---- private nodes, control-plane access, no drift ------------------------------------
 
 def test_private_nodes_and_dns_endpoint_by_default(stack_preview):
     cluster = stack_preview.one(CLUSTER).inputs

@@ -1,4 +1,4 @@
-"""House rules every ComponentResource in components/ keeps (issue 15, item 3), checked on the
+"""House rules every ComponentResource in components/ keeps, checked on the
 source: each takes its own args dataclass (never the whole StackConfig), and every public
 attribute it sets is declared on the class, so a dependant reads only what its owner declares.
 """

@@ -11,9 +11,9 @@ import yaml
 from components.head_code import HEAD_CODE_ARCHIVE, head_code_archive, head_code_digest, head_code_files
 from jobs.cli.ray_jobs import check_no_secrets
 from jobs.contract.run_plan import PLAN_FILE, RUN_COMMAND, SHELL_SAFE, plan_from_dict
+from jobs.plan.stack_file import SECRET_PLACEHOLDER
 from tests.conftest import ROOT, preview_with
 from tests.crd_schemas import validate_custom_resource
-from tools.preview import SECRET_PLACEHOLDER
 
 P = "gke-grpo:"
 

@@ -186,8 +186,8 @@ def test_check_passes_eight_healthy_gpus(tmp_path):
 
 @pytest.mark.parametrize("lines, expected, reason", [
     (HEALTHY[:7], 8, "gpu-health: expected 8 GPUs, nvidia-smi sees 7"),
-    (HEALTHY[:7] + ["7, GPU-7, 2"], 8, "GPU 7 (GPU-7) 2 uncorrected ECC errors;"),
-    (HEALTHY[:7] + ["7, GPU-7, [N/A]"], 8, "GPU 7 (GPU-7) uncorrected ECC [N/A];"),
+    ([*HEALTHY[:7], "7, GPU-7, 2"], 8, "GPU 7 (GPU-7) 2 uncorrected ECC errors;"),
+    ([*HEALTHY[:7], "7, GPU-7, [N/A]"], 8, "GPU 7 (GPU-7) uncorrected ECC [N/A];"),
 ])
 def test_check_fails_with_a_one_line_reason(tmp_path, lines, expected, reason):
     proc, log = _run(_driver(tmp_path, lines), tmp_path, expected)

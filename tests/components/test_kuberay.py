@@ -13,10 +13,11 @@ from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_
 from components.ray_pods import interfaces_annotation
 from components.versions import load_versions
 from jobs.contract.layout import HF_TOKEN_FILE
+from jobs.plan.stack_file import SECRET_PLACEHOLDER
 from tests.conftest import preview_with, stack_config
 from tests.crd_schemas import validate_custom_resource
-from tests.kubernetes_objects import manifest_from_registration, validate_strict
-from tools.preview import SECRET_PLACEHOLDER, render_json
+from tests.kubernetes_objects import validate_strict
+from tools.preview import manifest_from_registration, render_json
 
 P = "gke-grpo:"
 RAY_CLUSTER = "kubernetes:ray.io/v1:RayCluster"
@@ -265,12 +266,12 @@ def test_network_policy_admits_only_the_ray_cluster_and_the_operator(prod_previe
     assert spec["policyTypes"] == ["Ingress"]
     all_ports, submitter, operator, metrics = spec["ingress"]
     assert metrics["ports"] == [{"port": 8080, "protocol": "TCP"}]
-    # Managed Prometheus's collectors run in gke-gmp-system (issue 13, item 4).
+    # Managed Prometheus's collectors run in gke-gmp-system.
     assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "gke-gmp-system"}}}]
     assert all_ports == {"from": [{"podSelector": {"matchLabels": {"ray.io/cluster": "grpo-prod"}}}]}
     assert submitter["ports"] == operator["ports"] == [{"port": 8265, "protocol": "TCP"}]
-    # Only the RayJob submitter (notes/INTERFACES.md "Labels"), never every pod of the namespace.
+    # Only the RayJob submitter (components/head_code.py SUBMITTER_LABELS), never every pod of the namespace.
     assert submitter["from"] == [{"podSelector": {"matchLabels": {"gke-grpo/role": "rayjob-submitter"}}}]
     assert operator["from"] == [{"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "kuberay-system"}}}]
@@ -287,7 +288,7 @@ def test_helm_operator_pins_chart_image_and_brings_its_crds(prod_preview):
     assert release.inputs["repositoryOpts"] == {"repo": "https://ray-project.github.io/kuberay-helm/"}
     assert release.inputs["values"]["image"] == {"repository": "quay.io/kuberay/operator", "tag": "v1.7.0"}
     [crds] = [r for r in prod_preview.resources if r.type == "kubernetes:yaml/v2:ConfigGroup"]
-    # Vendored files, never a URL: nothing is fetched at `pulumi up` (issue 13, item 16).
+    # Vendored files, never a URL: nothing is fetched at `pulumi up`.
     assert crds.inputs["files"] == [f"data/kuberay-crds/v1.7.0/ray.io_{plural}.yaml" for plural in
                                     ("rayclusters", "raycronjobs", "rayjobs", "rayservices")]
     assert crds.urn in release.dependencies
@@ -426,7 +427,7 @@ def _kuberay_from_args():
 
     from components.config import HeadResources
     from components.kuberay import KubeRay, KubeRayArgs
-    from components.ray_pods import RayPodsArgs, WorkerResources
+    from components.ray_pods import RayPodsArgs, WorkerSizing
     from components.storage import PodStorage
     from tests.components.harness import build
 
@@ -451,7 +452,7 @@ def _kuberay_from_args():
         pods = RayPodsArgs(
             image=row.image, ray_version=row.ray, framework="verl", autopilot=False,
             head=HeadResources.model_validate({"cpu": 4, "memoryGib": 16}),
-            head_ephemeral_storage_gib=20, worker=WorkerResources(cpu=100, memory_gib=1000, shm_gib=64),
+            head_ephemeral_storage_gib=20, worker=WorkerSizing(cpu=100, memory_gib=1000, shm_gib=64),
             worker_ephemeral_storage_gib=500, gpu_nodes=2, gpus_per_node=8,
             nccl_tuner_file="/usr/local/gib/configs/unit.txtpb", rdma_nics=2, operator="helm",
             helm_chart_version="1.7.0", head_node_selector={"unit/pool": "head"},

@@ -1,4 +1,4 @@
-"""Ray pods that schedule and survive (issue 13, items 17-19, 22): explicit ephemeral storage
+"""Ray pods that schedule and survive: explicit ephemeral storage
 and scratch emptyDirs, Autopilot's local-SSD and zone selectors, Autopilot's per-pod maximum,
 the Standard pool selector, the head's cache-less gcsfuse claim and KubeRay's port names."""
 

@@ -109,10 +109,10 @@ def test_component_outputs_resolve_to_the_configured_names(component):
     ).apply(check)
 
 
-# ---- issue 13: private nodes' egress, jumbo frames on the cluster VPC ----------------------------
+# ---- private nodes' egress, jumbo frames on the cluster VPC ----------------------------
 
 def test_cluster_vpc_has_jumbo_frames(stack_preview):
-    # Lustre traffic and NCCL's bootstrap use eth0, on the cluster VPC (issue 13, item 9).
+    # Lustre traffic and NCCL's bootstrap use eth0, on the cluster VPC.
     assert _named(stack_preview, NETWORK, "networks-cluster").inputs["mtu"] == 8896
 
 

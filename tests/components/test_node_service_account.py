@@ -1,6 +1,6 @@
 """NodeServiceAccount: nodes run as their own least-privilege account on every Standard pool and
-on Autopilot's auto-provisioning defaults, never the Compute Engine default (issue 13, item 2;
-CIS GKE 5.2.1)."""
+on Autopilot's auto-provisioning defaults, never the Compute Engine default
+(CIS GKE 5.2.1)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """ProjectServices: a fresh project gets every API the stack calls, and nothing that calls an
-API is created before it (issue 13, item 1)."""
+API is created before it."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_everything_that_needs_an_api_waits_for_the_apis(stack_preview):
     def waits_for_all_apis(resource, seen=()) -> bool:
         if services <= set(resource.dependencies):
             return True
-        return any(waits_for_all_apis(by_urn[d], seen + (resource.urn,))
+        return any(waits_for_all_apis(by_urn[d], (*seen, resource.urn))
                    for d in resource.dependencies if d in by_urn and d not in seen)
 
     checked = 0

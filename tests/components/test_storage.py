@@ -15,21 +15,20 @@ import kubernetes_validate
 import pulumi
 import pytest
 
-from components.config import GcsStorage, load_stack_config
+from components.config import GcsStorage, load_stack_config, quantity_bytes
 from components.storage import (
     DataLayout,
     SharedStorage,
     gcsfuse_mount_options,
     gcsfuse_sidecar_limits,
     parse_lustre_mount_point,
-    quantity_bytes,
     shared_storage_args,
     workload_identity_member,
 )
 from tests.conftest import DELETE, stack_config
-from tests.kubernetes_objects import manifest_from_registration, schema_version, validate_strict
+from tests.kubernetes_objects import schema_version, validate_strict
 from tools.mocks import GrpoMocks, project_number
-from tools.preview import Registration, _make_monitor_class
+from tools.preview import Registration, _make_monitor_class, manifest_from_registration
 
 P = "gke-grpo:"
 COMPONENT = "gke-grpo:components:SharedStorage"
@@ -221,7 +220,7 @@ def test_bucket(key):
 def test_bucket_defaults_and_flat_variant():
     assert built("gcs-autopilot").one(BUCKET).inputs["hierarchicalNamespace"] == {"enabled": True}
     # Soft delete: off in the dev stack (rotated checkpoints are not billed for 7 more days),
-    # 7 days by default in prod (issue 13, item 15).
+    # 7 days by default in prod.
     assert built("gcs-autopilot").one(BUCKET).inputs["softDeletePolicy"] == {
         "retentionDurationSeconds": 0}
     assert built("gcs-prod").one(BUCKET).inputs["softDeletePolicy"] == {
@@ -346,7 +345,7 @@ def test_lustre_network_path(key):
     prefix = b.config.lustre_peering_prefix_length
     address = b.one(ADDRESS).inputs
     assert address["purpose"] == "VPC_PEERING" and address["addressType"] == "INTERNAL"
-    # The explicit network.lustrePeeringCidr (issue 13, item 10), not a range GCP picks.
+    # The explicit network.lustrePeeringCidr , not a range GCP picks.
     assert f"{address['address']}/{address['prefixLength']}" == b.config.network.lustre_peering_cidr
     assert address["prefixLength"] == prefix
     network_id = f"projects/{b.config.project}/global/networks/{b.config.names.cluster_network}"

@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
+from jobs.plan.stack_file import SECRET_PLACEHOLDER
 from tests.conftest import ROOT, SHARED, skip_or_fail
 from tools.golden import golden_path
-from tools.preview import SECRET_PLACEHOLDER, render_json
+from tools.preview import render_json
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -1,5 +1,6 @@
-"""Rules of both frameworks: value ranges, checkpoints, the model's shape and context, revisions,
-the dataset's size and rollout tensor parallelism."""
+"""Rules of both frameworks: value ranges, checkpoints, the model's shape and context, revisions
+and the dataset's size (rollout tensor parallelism: Rules.rollout_tp, which each framework's
+rules call)."""
 
 from __future__ import annotations
 
@@ -157,14 +158,3 @@ class CommonRules(Rules):
                        f"is {s.prompts_per_step}, more than GSM8K's {GSM8K_TRAINING_ROWS} training "
                        f"rows (the train split less {GSM8K_VALIDATION_ROWS} held out for "
                        "validation): an epoch would have no step; lower it")
-
-    def rollout_tp(self) -> bool:
-        s = self.spec
-        tp, n = s.rollout_tensor_parallel_size, s.total_gpus
-        if tp > n:
-            self.error(JOB + "rolloutTensorParallelSize",
-                       f"is {tp}: one rollout replica asks for more GPUs than the run has "
-                       f"({n} = {s.nodes} nodes x {s.gpus_per_node}); lower it or add nodes "
-                       f"({GPU_NODES})")
-            return False
-        return True

@@ -1,8 +1,8 @@
-"""What every preflight rule family shares: the findings it collects, the spec it reads, and
-the names of the keys a finding points at."""
+"""What every preflight rule family shares: the findings it collects, the spec it reads, the
+names of the keys a finding points at, and the rollout tensor-parallel check both frameworks'
+rules start from."""
 
 from __future__ import annotations
-
 
 from jobs.contract.spec import GrpoSpec
 from jobs.plan.findings import Finding
@@ -40,6 +40,19 @@ class Rules:
 
     def warning(self, key: str, message: str) -> None:
         self.findings.append(Finding("warning", key, message))
+
+    def rollout_tp(self) -> bool:
+        """Whether one rollout replica fits in the run's GPUs; both frameworks' rules check
+        their own divisibility only when it does."""
+        s = self.spec
+        tp, n = s.rollout_tensor_parallel_size, s.total_gpus
+        if tp > n:
+            self.error(JOB + "rolloutTensorParallelSize",
+                       f"is {tp}: one rollout replica asks for more GPUs than the run has "
+                       f"({n} = {s.nodes} nodes x {s.gpus_per_node}); lower it or add nodes "
+                       f"({GPU_NODES})")
+            return False
+        return True
 
 
 def as_bool(value: str) -> bool:

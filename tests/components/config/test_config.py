@@ -267,7 +267,7 @@ def test_allocatable_matches_the_reference_figures(shape):
     assert shape.allocatable_memory_gib == pytest.approx(expected, abs=15)
 
 
-# ---- issue 13, item 14: a current GKE minor, every version gate rechecked -----------------------
+# ---- a current GKE minor, every version gate rechecked -----------------------
 
 def test_the_default_minor_clears_every_version_gate():
     from components.config import (
@@ -278,7 +278,7 @@ def test_the_default_minor_clears_every_version_gate():
         ClusterConfig,
         version_at_least,
     )
-    from components.storage import READ_AHEAD_MIN_GKE, STREAMING_WRITES_MIN_GKE
+    from components.gcsfuse import READ_AHEAD_MIN_GKE, STREAMING_WRITES_MIN_GKE
     from tests.kubernetes_objects import schema_version
 
     assert ClusterConfig.model_fields["min_master_version"].default == DEFAULT_GKE_MINOR == "1.35"
@@ -293,7 +293,7 @@ def test_the_default_minor_clears_every_version_gate():
         assert load_stack_config(*stack_config(stack)).cluster.min_master_version == DEFAULT_GKE_MINOR
 
 
-# ---- issue 15: single-field rules as pydantic types (components/config/types.py) ---------------
+# ---- single-field rules as pydantic types (components/config/types.py) ---------------
 
 SAME_WORDS = {
     "kuberay.namespace": ("Bad_NS", "a Kubernetes namespace name: lowercase letters, digits and "

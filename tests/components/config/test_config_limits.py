@@ -1,4 +1,4 @@
-"""Values no API accepts are refused up front, naming the key (issue 14: the types of
+"""Values no API accepts are refused up front, naming the key (the types of
 components/config/types.py and the rules of rules.py, with data/config-limits.yaml), and the
 RRULE / RFC 3339 parsers of components/config/timeformats.py on their own."""
 

@@ -228,10 +228,10 @@ def test_overlong_numbers_are_a_clear_problem_not_a_traceback(changes):
 def test_an_area_that_json_or_python_cannot_hold_is_a_clear_problem():
     raw, secrets = stack_config("dev")
     huge = dict(raw, **{P + "gpu": '{"nodes": ' + "9" * 5000 + "}"})
-    with pytest.raises(ConfigError, match="gke-grpo:gpu: given .*must be an object"):
+    with pytest.raises(ConfigError, match=r"gke-grpo:gpu: given .*must be an object"):
         load_stack_config(huge, secrets, "dev")
     deep = dict(raw, **{P + "job": {"extraOverrides": _nested(5000)}})
-    with pytest.raises(ConfigError, match="gke-grpo:job: .*nested too deeply"):
+    with pytest.raises(ConfigError, match=r"gke-grpo:job: .*nested too deeply"):
         load_stack_config(deep, secrets, "dev")
 
 

@@ -69,7 +69,7 @@ def test_fetch_copies_from_the_head_container(tmp_path):
 
 def test_fetch_errors_are_clear(tmp_path):
     kubectl, _, _ = fake_kubectl(tmp_path)
-    with pytest.raises(FetchError, match="exit 1.*No such file"):
+    with pytest.raises(FetchError, match=r"exit 1.*No such file"):
         fetch_run_dir("grpo", "grpo-dev", "exp-2", tmp_path / "x", kubectl=str(kubectl))
     (tmp_path / "n").mkdir()
     nohead, _, _ = fake_kubectl(tmp_path / "n", pods="")

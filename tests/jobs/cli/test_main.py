@@ -172,9 +172,8 @@ def test_port_forward_waits_for_the_port_and_always_stops(tmp_path):
     _assert_gone(pid)
 
     for exc in (RuntimeError("boom"), KeyboardInterrupt()):
-        with pytest.raises(type(exc)):
-            with port_forward("grpo", "svc", kubectl=str(kubectl)):
-                raise exc
+        with pytest.raises(type(exc)), port_forward("grpo", "svc", kubectl=str(kubectl)):
+            raise exc
         _assert_gone(kubectl_calls(log)[-1][1])
 
 
@@ -192,20 +191,20 @@ def _assert_gone(pid: int) -> None:
 
 
 def test_port_forward_errors_are_clear_and_bounded(tmp_path):
-    kubectl, log = fake_kubectl(tmp_path, "fail")
-    with pytest.raises(PortForwardError, match=r'exited with code 1: error: services "nope-head-svc" not found'):
-        with port_forward("grpo", "nope-head-svc", kubectl=str(kubectl)):
-            pytest.fail("entered")
+    kubectl, _ = fake_kubectl(tmp_path, "fail")
+    with (pytest.raises(PortForwardError, match=r'exited with code 1: error: services "nope-head-svc" not found'),
+          port_forward("grpo", "nope-head-svc", kubectl=str(kubectl))):
+        pytest.fail("entered")
     hang, hang_log = fake_kubectl(tmp_path, "hang")
     start = time.monotonic()
-    with pytest.raises(PortForwardError, match="did not open 127.0.0.1"):
-        with port_forward("grpo", "svc", kubectl=str(hang), ready_timeout=1.0):
-            pytest.fail("entered")
+    with (pytest.raises(PortForwardError, match=r"did not open 127.0.0.1"),
+          port_forward("grpo", "svc", kubectl=str(hang), ready_timeout=1.0)):
+        pytest.fail("entered")
     assert time.monotonic() - start < 5
     _assert_gone(kubectl_calls(hang_log)[-1][1])
-    with pytest.raises(PortForwardError, match="not found: install kubectl"):
-        with port_forward("grpo", "svc", kubectl=str(tmp_path / "no-such-kubectl")):
-            pass
+    with (pytest.raises(PortForwardError, match="not found: install kubectl"),
+          port_forward("grpo", "svc", kubectl=str(tmp_path / "no-such-kubectl"))):
+        pass
 
 
 def test_cli_port_forward_failure_is_exit_4(tmp_path):
@@ -274,8 +273,8 @@ class FlakyClient:
     """tail_job_logs drops the connection once mid-stream; the next stream replays the log from
     its start, as Ray's does (it tails the log file from the beginning)."""
 
-    LOG = ["step:1 - critic/score/mean:0.1 - resp", "onse_length/mean:11\n", "step:2 - critic/score/mean:0.2",
-           " - response_length/mean:22\n", "done\n"]
+    LOG = ("step:1 - critic/score/mean:0.1 - resp", "onse_length/mean:11\n", "step:2 - critic/score/mean:0.2",
+           " - response_length/mean:22\n", "done\n")
 
     def __init__(self):
         self.streams = 0

@@ -38,8 +38,8 @@ def points(step_values: dict[str, float], step: int, wall: float, scale: float =
 
 def test_verl_tags(tmp_path):
     d = tensorboard_dir(tmp_path, 1, 0)
-    write_scalar_events(d, [("val-core/openai/gsm8k/reward/mean@1", 0, 0.41, 100.0)]      # val_before_train
-                        + points(VERL_STEP, 1, 200.0) + points(VERL_STEP, 2, 260.0, scale=1.2))
+    write_scalar_events(d, [("val-core/openai/gsm8k/reward/mean@1", 0, 0.41, 100.0),      # val_before_train
+                            *points(VERL_STEP, 1, 200.0), *points(VERL_STEP, 2, 260.0, scale=1.2)])
     m = read_run_metrics(tmp_path)
     assert m.framework == "verl"
     rows = m.merged()
@@ -60,7 +60,7 @@ def test_nemo_rl_tags_under_exp_dirs(tmp_path):
     # NeMo RL writes <logger.log_dir>/exp_NNN/tensorboard (nemo_rl/utils/logger.py Logger.__init__,
     # examples/run_grpo_math.py get_next_experiment_dir).
     base = tmp_path / "tensorboard" / "attempt-1-start-0" / "exp_001" / "tensorboard"
-    write_scalar_events(base, [("validation/accuracy", 0, 0.55, 50.0)] + points(NEMO_STEP, 1, 150.0))
+    write_scalar_events(base, [("validation/accuracy", 0, 0.55, 50.0), *points(NEMO_STEP, 1, 150.0)])
     m = read_run_metrics(tmp_path)
     assert m.framework == "nemo-rl"
     step0, step1 = m.merged()
@@ -76,8 +76,8 @@ def test_later_start_wins_and_validation_on_resume_keeps_training_values(tmp_pat
     write_scalar_events(tensorboard_dir(tmp_path, 1, 0), points(VERL_STEP, 1, 10.0) + points(VERL_STEP, 2, 20.0)
                         + points(VERL_STEP, 3, 30.0))
     # start 1 resumes from checkpoint 2: verl validates at the resume step, then redoes step 3
-    write_scalar_events(tensorboard_dir(tmp_path, 1, 1), [("val-core/openai/gsm8k/reward/mean@1", 2, 0.7, 40.0)]
-                        + points(VERL_STEP, 3, 50.0, scale=2.0))
+    write_scalar_events(tensorboard_dir(tmp_path, 1, 1), [("val-core/openai/gsm8k/reward/mean@1", 2, 0.7, 40.0),
+                                                          *points(VERL_STEP, 3, 50.0, scale=2.0)])
     m = read_run_metrics(tmp_path)
     rows = {r.step: r for r in m.merged()}
     assert rows[2].get("reward") == pytest.approx(0.5) and rows[2].get("val_reward") == pytest.approx(0.7)

@@ -153,9 +153,8 @@ def test_the_kubeconfig_file_is_private_and_removed():
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         assert Path(path).read_text() == KUBECONFIG
     assert not os.path.exists(path)
-    with pytest.raises(RuntimeError):
-        with kubeconfig_file(KUBECONFIG) as path:
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), kubeconfig_file(KUBECONFIG) as path:
+        raise RuntimeError("boom")
     assert not os.path.exists(path)
     with kubeconfig_file(None) as nothing:
         assert nothing is None

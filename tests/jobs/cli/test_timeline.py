@@ -1,5 +1,5 @@
-"""The run driver's timeline files (events.jsonl / restarts.jsonl, the format of the branches'
-interface notes) read by jobs/contract/records.py: partial and odd lines are skipped, never fatal."""
+"""The run driver's timeline files (events.jsonl / restarts.jsonl, jobs/contract/records.py)
+read by jobs/cli/timeline.py: partial and odd lines are skipped, never fatal."""
 
 from __future__ import annotations
 

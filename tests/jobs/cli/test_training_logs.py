@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cli.plot import plot_records, summary
+from jobs.cli.plot import describe_records, plot_records
 from jobs.cli.training_logs import ProgressTracker, StepRecord, merge_runs, parse_log, parse_verl_line, training_records
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -122,7 +122,7 @@ def test_plot_writes_png_of_parsed_values(tmp_path):
     out = plot_records(records, tmp_path / "sub" / "verl.png", title="verl")
     width, height = _png_size(out)
     assert width > 500 and height > 400
-    assert summary(records) == ("6 steps (1..6); reward 0.3125 -> 0.6016; "
+    assert describe_records(records) == ("6 steps (1..6); reward 0.3125 -> 0.6016; "
                                 "response length 287.5 -> 309.9")
     with pytest.raises(ValueError, match="no training step"):
         plot_records([StepRecord(step=0, val_reward=0.5)], tmp_path / "empty.png")

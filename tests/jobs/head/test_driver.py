@@ -107,7 +107,7 @@ def test_an_unreadable_plan_is_a_one_line_reason(tmp_path):
 def test_plan_with_a_bad_field_names_it(tmp_path):
     data = json.loads(make_plan(tmp_path, "ok").to_json())
     data["trainer"]["argv"] = []
-    with pytest.raises(RunPlanError, match="trainer.argv must be a non-empty list"):
+    with pytest.raises(RunPlanError, match=r"trainer.argv must be a non-empty list"):
         plan_from_dict(data)
     data = json.loads(make_plan(tmp_path, "ok").to_json())
     data["surprise"] = 1
@@ -217,7 +217,7 @@ def test_restarts_stop_at_max_restarts(tmp_path):
                                        ("usage", ExitCode.USAGE)])
 def test_what_would_fail_again_is_not_restarted(tmp_path, mode, code):
     plan = make_plan(tmp_path, mode)
-    result, out, events, hooks = drive(plan)
+    result, out, _events, hooks = drive(plan)
     assert result == code, out
     assert read_restarts(plan.run_dir) == [] and hooks.waits == 1
     assert "not retried" in out.splitlines()[-1]
@@ -233,7 +233,7 @@ def test_the_budget_stops_an_overrunning_trainer(tmp_path):
 
 
 def test_gpu_wait_timeout_ends_the_attempt_with_exit_3(tmp_path):
-    code, out, events, _ = drive(make_plan(tmp_path, "ok"), FakeHooks(gpu_codes=[3]))
+    code, _out, events, _ = drive(make_plan(tmp_path, "ok"), FakeHooks(gpu_codes=[3]))
     assert code == ExitCode.GPU_WAIT_TIMEOUT
     assert "trainer_start" not in [e["event"] for e in events]
 
@@ -249,7 +249,7 @@ def test_prepare_runs_before_the_gpu_wait(tmp_path):
 
 def test_failed_prepare_never_waits_for_gpus(tmp_path):
     plan = make_plan(tmp_path, "ok", prepare=Command(argv=(sys.executable, "-c", "raise SystemExit(4)")))
-    code, out, _, hooks = drive(plan)
+    code, _out, _, hooks = drive(plan)
     assert code == ExitCode.PREPARE_FAILED and hooks.waits == 0
 
 

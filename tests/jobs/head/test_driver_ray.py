@@ -163,7 +163,7 @@ else:
         spec, run_id = _rendered_rayjob("prod")
         leaky = dict(spec, jobId=f"{run_id}-attempt-90",
                      entrypoint="python3 -m jobs.run --help && python3 -m jobs.prepare --help")
-        proc, execs = run_submitter(tmp_path, leaky)
+        _proc, execs = run_submitter(tmp_path, leaky)
         assert any("jobs.prepare" in e for e in execs), execs
         [job] = jobs_of(head, f"{run_id}-attempt-90")
         assert job.entrypoint == "python3 -m jobs.run --help"   # only the first part became the job
@@ -225,8 +225,8 @@ else:
         assert "restarts    0" in out and "FAILED" in out
 
     def test_a_trainer_that_overruns_the_budget_is_stopped(head, tmp_path):
-        spec, plan, where, code, out, err = _submit(head, tmp_path, "overrun", "overrun",
-                                                    deadline_seconds=3, stop_grace_seconds=1)
+        spec, plan, _where, code, out, err = _submit(head, tmp_path, "overrun", "overrun",
+                                                     deadline_seconds=3, stop_grace_seconds=1)
         assert code == ExitCode.FAILED, out + err
         info = job_info(head, spec.submission_id(1))
         assert info.driver_exit_code == ExitCode.DEADLINE

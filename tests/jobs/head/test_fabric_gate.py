@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from jobs.cli.health_view import read_health, status_rows
+from jobs.cli.health_view import health_status_rows, read_health
 from jobs.contract.exit_codes import ExitCode
 from jobs.contract.health import (
     GIB,
@@ -25,7 +25,7 @@ from jobs.contract.health import (
     effective_size,
     element_count,
     health_from_log,
-    summary,
+    health_log_summary,
 )
 from jobs.head import fabric_gate as health
 from jobs.head.fabric_gate import fabric_gate, gate_needed, write_health
@@ -275,7 +275,7 @@ def test_gate_off_writes_a_skipped_result_with_a_warning(tmp_path):
     assert result.passed and result.exit_code == 0 and "OFF" in result.message
     doc = read_health(tmp_path / "health.json")
     assert doc["skipped"] and doc["passed"] and "OFF" in doc["warnings"][0]
-    assert status_rows(health_from_log(out.getvalue()))[0][1].startswith("OFF")
+    assert health_status_rows(health_from_log(out.getvalue()))[0][1].startswith("OFF")
     assert gate_needed(tmp_path, ["a"]) is False          # off stays off across restarts
 
 
@@ -316,19 +316,19 @@ def failed_doc() -> dict:
 
 
 def test_status_rows_name_failed_nodes_and_nics():
-    rows = status_rows(failed_doc())
+    rows = health_status_rows(failed_doc())
     assert rows[0] == ("health", "FAILED 2025-12-01 09:00 UTC, 2 node(s) x 8 GPUs, nccl, 41.2s")
     assert ("", "LOW all_gather mean busbw over 4 size(s): 21.5 GB/s (min 100)") in rows
     assert ("", "failed node gke-a3u-pool-abcd (10.0.0.7, Ray node 0123abcd), NICs mlx5_0:1/RoCE") in rows
-    assert status_rows(None) == []
+    assert health_status_rows(None) == []
 
 
 def test_health_json_and_log_summary(tmp_path):
     doc = failed_doc()
     path = write_health(doc, tmp_path / "runs" / "r1")
     assert read_health(path) == doc and not list(path.parent.glob(".*tmp"))
-    log = "some trainer line\n" + RESULT_MARKER + json.dumps(summary(doc)) + "\nmore\n"
-    assert "per_rank" not in summary(doc)
+    log = "some trainer line\n" + RESULT_MARKER + json.dumps(health_log_summary(doc)) + "\nmore\n"
+    assert "per_rank" not in health_log_summary(doc)
     assert health_from_log(log)["failed_nodes"] == doc["failed_nodes"]
     assert health_from_log("nothing") is None
 

@@ -39,7 +39,7 @@ if not ray_head.inside_namespace():
 else:
     import ray
 
-    from jobs.cli.health_view import read_health, status_rows
+    from jobs.cli.health_view import health_status_rows, read_health
     from jobs.contract.exit_codes import ExitCode
     from jobs.contract.health import (
         RESULT_MARKER,
@@ -157,7 +157,7 @@ else:
         # what the job log carries is what `jobs status` shows
         logged = health_from_log(out.getvalue())
         assert logged["passed"] is True and logged["checks"] == doc["checks"]
-        rows = dict(status_rows(logged)[:1])
+        rows = dict(health_status_rows(logged)[:1])
         assert rows["health"].startswith("PASSED") and "2 node(s) x 2 GPUs" in rows["health"]
         # every actor is gone afterwards: the GPUs are free for the trainer
         assert free_gpus() == ALL_GPUS
@@ -182,7 +182,7 @@ else:
                                        iterations=1, localize=False), 2, 1, tmp_path, out=io.StringIO())
         assert result.passed and result.exit_code == 0
         assert any("FAILED" in w and "mode warn" in w for w in result.warnings)
-        rows = status_rows(read_health(tmp_path / "health.json"))
+        rows = health_status_rows(read_health(tmp_path / "health.json"))
         assert rows[0][1].startswith("FAILED (mode warn: not enforced)")
 
     class SlowLinkProbe(CollectiveProbe):
@@ -216,7 +216,7 @@ else:
         slow_label = doc["placement"]["bundles"][2]["label"]
         assert [n["label"] for n in doc["failed_nodes"]] == [slow_label]
         assert result.message.endswith(f"nodes: {slow_label}")
-        rows = status_rows(health_from_log(out.getvalue()))
+        rows = health_status_rows(health_from_log(out.getvalue()))
         assert ("", f"failed node {slow_label}") in rows
 
     class DyingProbe(CollectiveProbe):

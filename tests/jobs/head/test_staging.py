@@ -150,7 +150,7 @@ def test_validation_is_a_fixed_slice_of_the_train_split():
     assert len(train) == datasets.GSM8K_TRAINING_ROWS == 7217
     assert {r["question"] for r in train}.isdisjoint(r["question"] for r in validation)
     # The same rows whatever the file order; each part keeps the source order.
-    again_train, again_validation = prep.split_validation(list(reversed(records)))
+    _again_train, again_validation = prep.split_validation(list(reversed(records)))
     assert sorted(map(str, again_validation)) == sorted(map(str, validation))
     assert train == sorted(train, key=lambda r: int(r["answer"][5:]))
 
@@ -187,7 +187,7 @@ def test_download_without_config_json_is_not_marked(tmp_path):
     def empty_download(*, repo_id, local_dir, token, revision=None):
         pass
 
-    with pytest.raises(prep.PrepareError, match="has no config.json"):
+    with pytest.raises(prep.PrepareError, match=r"has no config.json"):
         run(tmp_path, model_downloader=empty_download)
     assert not (tmp_path / "data" / "models" / "Qwen" / "Qwen2.5-7B-Instruct" / prep.MARKER).exists()
 

@@ -307,8 +307,8 @@ def test_megatron_parallelism_counts():
     ))
     # dp = 32 / (8 x 2) = 2 divides 512: passes; PP 3 would not divide.
     assert check(spec) == []
-    bad = dataclasses.replace(spec, extra_overrides=spec.extra_overrides[:3] + (
-        "policy.megatron_cfg.pipeline_model_parallel_size=3",))
+    bad = dataclasses.replace(spec, extra_overrides=(
+        *spec.extra_overrides[:3], "policy.megatron_cfg.pipeline_model_parallel_size=3"))
     assert [f.message for f in check(bad)] == [
         "training TP x PP x CP = 24 does not divide the 32 training GPUs; choose sizes whose "
         "product divides it"]
