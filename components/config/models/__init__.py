@@ -1,0 +1,17 @@
+"""Area models: the shape of each `gke-grpo:<area>` object of the stack file, one module per area."""
+
+from components.config.models.base import _Area
+from components.config.models.cluster import (
+    AuthorizedNetwork,
+    ClusterConfig,
+    HeadPool,
+    MaintenanceExclusion,
+    MaintenanceWindow,
+)
+from components.config.models.gpu import GpuConfig, Reservation
+from components.config.models.job import HealthGateConfig, JobConfig
+from components.config.models.kuberay import HeadResources, KubeRayConfig, WorkerResources
+from components.config.models.network import NetworkConfig
+from components.config.models.storage import GcsStorage, LustreStorage, StorageConfig
+
+__all__ = ["AuthorizedNetwork", "ClusterConfig", "GcsStorage", "GpuConfig", "HeadPool", "HeadResources", "HealthGateConfig", "JobConfig", "KubeRayConfig", "LustreStorage", "MaintenanceExclusion", "MaintenanceWindow", "NetworkConfig", "Reservation", "StorageConfig", "WorkerResources", "_Area"]
