@@ -197,21 +197,25 @@ def _measure(plan: HealthPlan, actors: list, infos: list[dict], nodes: int, gpus
 
 def _pickle_by_value(probe_class: type) -> None:
     """The workers have no copy of jobs/ (the ConfigMap reaches the head only): ship the probe's
-    module by value, and every jobs module it takes names from, so nothing on the worker
-    imports ``jobs``."""
+    module by value, and every jobs module it takes names from, transitively, so nothing on the
+    worker imports ``jobs``."""
     from ray import cloudpickle
 
-    names = {probe_class.__module__}
-    module = sys.modules.get(probe_class.__module__)
-    for value in vars(module).values() if module is not None else ():
-        origin = getattr(value, "__module__", None)
-        if isinstance(origin, str) and origin.split(".")[0] == "jobs":
-            names.add(origin)
-    for name in sorted(names):
+    names: set[str] = set()
+    todo = [probe_class.__module__]
+    while todo:
+        name = todo.pop()
         module = sys.modules.get(name)
-        if module is not None and name != "__main__":
-            with contextlib.suppress(ValueError):   # already registered
-                cloudpickle.register_pickle_by_value(module)
+        if name in names or module is None or name == "__main__":
+            continue
+        names.add(name)
+        for value in vars(module).values():
+            origin = getattr(value, "__module__", None)
+            if isinstance(origin, str) and origin.split(".")[0] == "jobs":
+                todo.append(origin)
+    for name in sorted(names):
+        with contextlib.suppress(ValueError):   # already registered
+            cloudpickle.register_pickle_by_value(sys.modules[name])
 
 
 def _place(plan: HealthPlan, nodes: int, gpus_per_node: int, probe_class: type, doc: dict):

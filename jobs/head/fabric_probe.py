@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.contract.health import StoragePlan, effective_size, element_count
+from jobs.contract.health import StoragePlan
+from jobs.head.collective_timing import barrier, run_collective, time_collective
 from jobs.head.nccl_log import nccl_nics
 
 
@@ -72,59 +73,20 @@ class CollectiveProbe:
                 "world_size": dist.get_world_size(), "backend": dist.get_backend(),
                 "seconds": time.monotonic() - start, "torch_import_seconds": imported}
 
-    # -- measurements --
-    def _device(self):
-        import torch
-        return torch.device("cuda", 0) if self.backend == "nccl" else torch.device("cpu")
+    # -- measurements (jobs/head/collective_timing.py: the same code under torchrun) --
+    def _barrier(self, group: Any = None) -> None:
+        barrier(self.backend, group)
 
-    def _sync(self) -> None:
-        if self.backend == "nccl":
-            import torch
-            torch.cuda.synchronize()
-
-    def _barrier(self, group=None) -> None:
-        import torch.distributed as dist
-        if self.backend == "nccl":
-            dist.barrier(group=group, device_ids=[0])
-        else:
-            dist.barrier(group=group)
-
-    def run_collective(self, collective: str, output, tensor, group) -> None:
-        """One collective call; the unit the timing loop repeats."""
-        import torch.distributed as dist
-        if collective == "all_reduce":
-            dist.all_reduce(tensor, group=group)
-        else:
-            dist.all_gather_into_tensor(output, tensor, group=group)
+    def run_collective(self, collective: str, output: Any, tensor: Any, group: Any) -> None:
+        """One collective call; a test's probe overrides it to slow one node's link."""
+        run_collective(collective, output, tensor, group)
 
     def measure(self, collective: str, size_bytes: int, warmup: int, iterations: int,
-                group=None, ranks: int | None = None) -> dict:
-        """nccl-tests' loop (src/common.cu): barrier, start the clock, `iterations` calls,
-        wait for the device, time per iteration."""
-        import torch
-
-        ranks = ranks or self.world_size
-        count = element_count(collective, size_bytes, ranks)
-        device = self._device()
-        tensor = torch.ones(count, dtype=torch.float32, device=device)
-        output = (torch.empty(count * ranks, dtype=torch.float32, device=device)
-                  if collective == "all_gather" else None)
-        for _ in range(warmup):
-            self.run_collective(collective, output, tensor, group)
-        self._sync()
-        self._barrier(group)
-        start = time.perf_counter()
-        for _ in range(iterations):
-            self.run_collective(collective, output, tensor, group)
-        self._sync()
-        seconds = (time.perf_counter() - start) / iterations
-        # A check of the data: one all_reduce of ones sums to the rank count (warmups included,
-        # the values grow as ranks**calls; only all_gather keeps ones).
-        correct = bool(output.eq(1).all().item()) if output is not None else True
-        del tensor, output
-        return {"rank": self.rank, "node_index": self.node_index, "collective": collective,
-                "size_bytes": effective_size(collective, size_bytes, ranks), "ranks": ranks,
-                "seconds": seconds, "correct": correct}
+                group: Any = None, ranks: int | None = None) -> dict:
+        result = time_collective(collective, size_bytes, warmup, iterations,
+                                 ranks=ranks or self.world_size, backend=self.backend, group=group,
+                                 run=self.run_collective)
+        return {"rank": self.rank, "node_index": self.node_index, **result}
 
     def world_tests(self, collectives: Sequence[str], sizes: Sequence[int], warmup: int,
                     iterations: int) -> list[dict]:
