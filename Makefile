@@ -1,8 +1,11 @@
-# The README's commands. `make preview` and `make test` set up ./venv on first use.
+# The README's commands. `make preview` sets up ./venv with the program's own dependencies
+# (requirements.txt) and the `gke-grpo` command; `make test` adds the test tools on top.
 PYTHON ?= python3
 VENV := venv
 BIN := $(VENV)/bin
+PROGRAM_STAMP := $(VENV)/.program-installed
 STAMP := $(VENV)/.installed
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 # Tools whose dependencies conflict with the program's get environments of their own.
 POLICY_STAMP := policy/venv/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
@@ -11,12 +14,21 @@ ACTIONLINT_STAMP := .tools/actionlint/.installed
 
 .PHONY: setup preview preview-prod test golden bench contract
 
-# The last pip line installs verl's config tree only (--no-deps: no torch), at the verl row's
-# version of data/versions.yaml: tools/verl_snapshot.py and the tests compose against it.
-$(STAMP): requirements.txt requirements-dev.txt data/versions.yaml
+# The program: pinned dependencies without byte-compiling them (pulumi_gcp's .pyc files alone are
+# 157 MB, and Python compiles only what the program imports), then this checkout itself,
+# editable and without dependencies, for the `gke-grpo` command (pyproject.toml).
+$(PROGRAM_STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps "verl==$$($(BIN)/python -c 'from components.versions import load_versions as v; print(v().for_framework("verl").framework_version)')"
+	$(PIP) --no-compile -r requirements.txt
+	$(PIP) --no-deps --no-build-isolation -e .
+	touch $(PROGRAM_STAMP)
+
+# The test tools on top (requirements-dev.txt; torch from PyTorch's CPU index). The last line
+# installs verl's config tree only (--no-deps: no torch), at the verl row's version of
+# data/versions.yaml: tools/verl_snapshot.py and the tests compose against it.
+$(STAMP): $(PROGRAM_STAMP) requirements-dev.txt data/versions.yaml
+	$(PIP) -r requirements-dev.txt
+	$(PIP) --no-deps "verl==$$($(BIN)/python -c 'from components.versions import load_versions as v; print(v().for_framework("verl").framework_version)')"
 	touch $(STAMP)
 
 $(POLICY_STAMP): policy/requirements.txt
@@ -35,10 +47,10 @@ $(ACTIONLINT_STAMP):
 
 setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)
 
-preview: $(STAMP)  ## the dev stack's offline preview, as a tree
+preview: $(PROGRAM_STAMP)  ## the dev stack's offline preview, as a tree
 	$(BIN)/python -m tools.preview dev
 
-preview-prod: $(STAMP)
+preview-prod: $(PROGRAM_STAMP)
 	$(BIN)/python -m tools.preview prod
 
 test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)  ## the whole suite; CI runs exactly this
