@@ -256,7 +256,8 @@ def _place(plan: HealthPlan, nodes: int, gpus_per_node: int, probe_class: type, 
         {"node_index": i, "node_ids": sorted(ids), "label": node_label(
             next(x for x in infos if x["node_index"] == i)),
          "gpu_ids": [x["gpu_ids"] for x in infos if x["node_index"] == i],
-         "jobs_importable": any(x["jobs_importable"] for x in infos if x["node_index"] == i)}
+         "jobs_importable": any(x["jobs_importable"] for x in infos if x["node_index"] == i),
+         "probe_module_imported": any(x.get("probe_module_imported") for x in infos if x["node_index"] == i)}
         for i, ids in sorted(by_bundle.items())]}
     doc["placement"] = placement
     distinct = {next(iter(ids)) for ids in by_bundle.values() if len(ids) == 1}

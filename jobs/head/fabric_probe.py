@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -49,7 +50,10 @@ class CollectiveProbe:
                 # The Kubernetes node, from the worker pod's downward API (components/gpu_health.py).
                 "k8s_node": os.environ.get("GKE_GRPO_NODE_NAME", ""),
                 "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-                "jobs_importable": _jobs_importable()}
+                "jobs_importable": _jobs_importable(),
+                # Shipped by value, the probe's module was never imported on this worker, whether
+                # or not a jobs package could be found there.
+                "probe_module_imported": "jobs.head.fabric_probe" in sys.modules}
 
     def free_port(self) -> int:
         return _free_port()
