@@ -11,9 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from jobs.contract.credentials import looks_like_secret_name, looks_like_secret_value, redact
-from jobs.plan.preflight.rules import EXTRA, Rules
 from jobs.plan.interpolations import refused_resolvers
-from jobs.plan.preflight.rules import JOB
+from jobs.plan.preflight.rules import EXTRA, JOB, Rules
 from jobs.plan.render import nemo_rl_overrides, override_key, owned_keys, unsafe_interpolations, verl_overrides
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data"
