@@ -10,6 +10,7 @@ import json
 
 import pulumi
 
+from components.autopilot_limits import autopilot_limit_output
 from components.cluster import GkeCluster, gke_cluster_args
 from components.config import load_stack_config, read_pulumi_config
 from components.cost import estimate_cost
@@ -80,3 +81,11 @@ pulumi.export("submissionId", job.submission_id)
 pulumi.export("runSpec", json.loads(spec.to_json()))
 pulumi.export("runUpdatePolicy", job.update_policy)
 pulumi.export("costEstimate", estimate_cost(config))
+if config.autopilot:
+    # The per-pod bound the GPU worker (with its gcsfuse sidecar) is sized against and checked by.
+    pod_limit = autopilot_limit_output(config.gpu.type, config.gpus_per_node)
+    pulumi.export("autopilotPodLimit", pod_limit)
+    if pod_limit is not None and not pod_limit["confirmed"]:
+        pulumi.log.warn(f"Autopilot's per-pod maximum for {config.gpus_per_node} x {config.gpu.type} "
+                        f"is UNCONFIRMED: the GPU worker pod is sized within {pod_limit['source']} "
+                        f"({pod_limit['cpu']:g} CPUs, {pod_limit['memoryGib']:g} GiB)")

@@ -1,16 +1,23 @@
 """Autopilot's per-pod maximum requests per GPU shape (data/autopilot-gpu-limits.yaml).
 
 One small typed loader; the config rules refuse a GPU worker pod above its row, and the KubeRay
-component sizes the default worker to fit it.
+component sizes the default worker to fit it. A row is either published (confirmed) or, where
+Google's table could not be read, derived conservatively from the node: its allocatable less the
+system DaemonSets' reserve (the data file says how and why); the preview exports the bound with
+``confirmed: false`` then (``autopilot_limit_output``).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from components.config.machines import MACHINE_SHAPES
+from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "autopilot-gpu-limits.yaml"
 SOURCE_PAGE = "GKE 'Resource requests in Autopilot', read 2026-12-01"
@@ -29,26 +36,52 @@ class PodLimit:
     def source(self) -> str:
         if self.confirmed:
             return f"Autopilot's published maximum ({SOURCE_PAGE})"
-        return ("the machine's own total; Autopilot's published row is unconfirmed, see "
+        return ("a conservative bound derived from the node (allocatable less the system "
+                "DaemonSets' reserve); Autopilot's published row is unconfirmed, see "
                 "data/autopilot-gpu-limits.yaml")
+
+
+def derived_limit(gpu_type: str, gpus: int, ephemeral_fraction: float) -> PodLimit:
+    """The node's allocatable less the system reserve (whole CPUs and GiB, rounded down)."""
+    shape = MACHINE_SHAPES[gpu_type]
+    return PodLimit(
+        gpu_type=gpu_type, gpus=gpus,
+        cpu=math.floor(shape.allocatable_cpu - SYSTEM_RESERVE_CPU),
+        memory_gib=math.floor(shape.allocatable_memory_gib - SYSTEM_RESERVE_MEMORY_GIB),
+        ephemeral_storage_gib=math.floor(shape.local_ssd_gib * ephemeral_fraction),
+        confirmed=False)
 
 
 @functools.cache
 def load_pod_limits(path: Path = DATA_FILE) -> dict[tuple[str, int], PodLimit]:
     raw = yaml.safe_load(path.read_text())
+    fraction = float(raw["derived"]["ephemeral_storage_fraction"])
     limits: dict[tuple[str, int], PodLimit] = {}
     for gpu_type, rows in raw["gpus"].items():
         for row in rows:
-            limit = PodLimit(gpu_type=gpu_type, gpus=int(row["gpus"]), cpu=float(row["cpu"]),
-                             memory_gib=float(row["memory_gib"]),
-                             ephemeral_storage_gib=float(row["ephemeral_storage_gib"]),
-                             confirmed=bool(row["confirmed"]))
+            if row.get("derived"):
+                limit = derived_limit(gpu_type, int(row["gpus"]), fraction)
+            else:
+                limit = PodLimit(gpu_type=gpu_type, gpus=int(row["gpus"]), cpu=float(row["cpu"]),
+                                 memory_gib=float(row["memory_gib"]),
+                                 ephemeral_storage_gib=float(row["ephemeral_storage_gib"]),
+                                 confirmed=bool(row["confirmed"]))
             limits[(gpu_type, limit.gpus)] = limit
     return limits
 
 
 def pod_limit_for(gpu_type: str, gpus: int) -> PodLimit | None:
     return load_pod_limits().get((gpu_type, gpus))
+
+
+def autopilot_limit_output(gpu_type: str, gpus: int) -> dict | None:
+    """The bound a GPU worker pod is sized against, as the stack exports it (Autopilot only)."""
+    limit = pod_limit_for(gpu_type, gpus)
+    if limit is None:
+        return None
+    return {"gpuType": gpu_type, "gpus": gpus, "cpu": limit.cpu, "memoryGib": limit.memory_gib,
+            "ephemeralStorageGib": limit.ephemeral_storage_gib, "confirmed": limit.confirmed,
+            "source": limit.source}
 
 
 @functools.cache
