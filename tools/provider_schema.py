@@ -185,7 +185,7 @@ class Source:
 
     def definition(self, ident: str) -> tuple[str, int, int]:
         """(file text, start, end) of the block a helper function or variable defines."""
-        ident = ident.split(".")[-1]
+        ident = ident.rsplit(".", maxsplit=1)[-1]
         for body in self.files.values():
             m = re.search(rf"^func {re.escape(ident)}\([^)]*\)[^{{]*\{{", body, re.M)
             if m:
@@ -288,7 +288,7 @@ def generate(gitdir: Path, wanted: dict[str, list[str]]) -> dict[str, Any]:
         tf_resource, files = RESOURCES[type_]
         source = Source(gitdir, files)
         fields = {}
-        for path in sorted(set(paths) | {p for path in paths for p in block_prefixes(path)}):
+        for path in sorted(set(paths) | {p for leaf in paths for p in block_prefixes(leaf)}):
             field = find_field(source, tf_resource, path)
             conditional = CONDITIONAL.get((type_, path))
             if conditional:
