@@ -141,9 +141,11 @@ class ChangeEffects:
         return "in place" + (f" ({'; '.join(in_place)})" if in_place else "")
 
     def owners(self, resource: str, field: str) -> list[str]:
-        """The keys whose entries feed ``resource field``."""
-        return [key for key, entry in self.keys.items()
-                if any(f.resource == resource and f.field == field for f in entry.feeds)]
+        """The keys whose entries feed ``resource field``, the most specific first (a key that
+        sets fewer fields: storage.gcs.bucketName before cluster.name before gcp:project)."""
+        found = [(len(entry.feeds), key) for key, entry in self.keys.items()
+                 if any(f.resource == resource and f.field == field for f in entry.feeds)]
+        return [key for _, key in sorted(found)]
 
 
 def _and(labels: list[str], word: str = "and") -> str:
