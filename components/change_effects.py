@@ -167,8 +167,8 @@ def load_change_effects(effects_file: Path = EFFECTS_FILE,
     resources = {key: Resource(key, str(r["name"]), str(r["type"]), str(r["label"]), str(r["holds"]))
                  for key, r in raw["resources"].items()}
     keys = {}
-    for key, entry in raw["keys"].items():
-        entry = entry or {}
+    for key, given in raw["keys"].items():
+        entry = given or {}
         keys[key] = KeyEntry(
             feeds=tuple(Feed.parse(f) for f in entry.get("feeds", ())),
             kubernetes=tuple(entry.get("kubernetes", ())), removes=tuple(entry.get("removes", ())),
