@@ -90,7 +90,7 @@ def test_the_snapshot_reads_the_providers_schema(type_, path, force_new, line):
 
 
 def _sdk_args(type_: str) -> type:
-    package, module, kind = type_.split(":", maxsplit=1)[0], type_.split(":")[1].split("/", maxsplit=1)[0], type_.split(":")[2]
+    module, kind = type_.split(":")[1].split("/", maxsplit=1)[0], type_.split(":")[2]
     return getattr(importlib.import_module(f"pulumi_gcp.{module}"), f"{kind}Args")
 
 
