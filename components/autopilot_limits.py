@@ -10,14 +10,10 @@ system DaemonSets' reserve (the data file says how and why); the preview exports
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
-from components.config.machines import MACHINE_SHAPES
-from components.kuberay_limits import SYSTEM_RESERVE_CPU, SYSTEM_RESERVE_MEMORY_GIB
 
 DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "autopilot-gpu-limits.yaml"
 SOURCE_PAGE = "GKE 'Resource requests in Autopilot', read 2026-12-01"
@@ -41,31 +37,16 @@ class PodLimit:
                 "data/autopilot-gpu-limits.yaml")
 
 
-def derived_limit(gpu_type: str, gpus: int, ephemeral_fraction: float) -> PodLimit:
-    """The node's allocatable less the system reserve (whole CPUs and GiB, rounded down)."""
-    shape = MACHINE_SHAPES[gpu_type]
-    return PodLimit(
-        gpu_type=gpu_type, gpus=gpus,
-        cpu=math.floor(shape.allocatable_cpu - SYSTEM_RESERVE_CPU),
-        memory_gib=math.floor(shape.allocatable_memory_gib - SYSTEM_RESERVE_MEMORY_GIB),
-        ephemeral_storage_gib=math.floor(shape.local_ssd_gib * ephemeral_fraction),
-        confirmed=False)
-
-
 @functools.cache
 def load_pod_limits(path: Path = DATA_FILE) -> dict[tuple[str, int], PodLimit]:
     raw = yaml.safe_load(path.read_text())
-    fraction = float(raw["derived"]["ephemeral_storage_fraction"])
     limits: dict[tuple[str, int], PodLimit] = {}
     for gpu_type, rows in raw["gpus"].items():
         for row in rows:
-            if row.get("derived"):
-                limit = derived_limit(gpu_type, int(row["gpus"]), fraction)
-            else:
-                limit = PodLimit(gpu_type=gpu_type, gpus=int(row["gpus"]), cpu=float(row["cpu"]),
-                                 memory_gib=float(row["memory_gib"]),
-                                 ephemeral_storage_gib=float(row["ephemeral_storage_gib"]),
-                                 confirmed=bool(row["confirmed"]))
+            limit = PodLimit(gpu_type=gpu_type, gpus=int(row["gpus"]), cpu=float(row["cpu"]),
+                             memory_gib=float(row["memory_gib"]),
+                             ephemeral_storage_gib=float(row["ephemeral_storage_gib"]),
+                             confirmed=bool(row["confirmed"]))
             limits[(gpu_type, limit.gpus)] = limit
     return limits
 

@@ -27,7 +27,7 @@ def test_unpublished_rows_are_derived_from_the_node_and_marked_unconfirmed(gpu_t
     assert limit.memory_gib == math.floor(shape.allocatable_memory_gib - SYSTEM_RESERVE_MEMORY_GIB)
     # Strictly below the machine: a published maximum can only be lower than the node holds.
     assert limit.cpu < shape.vcpus and limit.memory_gib < shape.memory_gib
-    assert limit.ephemeral_storage_gib == math.floor(shape.local_ssd_gib * 0.9)
+    assert limit.ephemeral_storage_gib == math.floor(shape.local_ssd_gib * 0.9)   # nodefs 10% eviction
 
 
 def _worker_pod_totals(result) -> dict[str, float]:
