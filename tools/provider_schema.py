@@ -311,6 +311,50 @@ def render(data: dict[str, Any]) -> str:
     return HEADER + yaml.safe_dump(data, sort_keys=True, width=120)
 
 
+def preview_field_paths(stacks: tuple[str, ...] = ("dev", "prod")) -> dict[str, list[str]]:
+    """Every provider field path the offline previews of ``stacks`` set, by resource type (a
+    list of blocks as ``a[].b``; a map's keys are trimmed to the map by ``_resolvable``)."""
+    from tools.preview import run_preview
+
+    found: dict[str, set[str]] = {}
+
+    def walk(value: Any, path: str, out: set[str]) -> None:
+        if isinstance(value, dict) and value:
+            for key, inner in value.items():
+                walk(inner, f"{path}.{key}" if path else key, out)
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            for item in value:
+                walk(item, f"{path}[]", out)
+        else:
+            out.add(path)
+
+    for stack in stacks:
+        for reg in run_preview(stack).resources:
+            if reg.type in RESOURCES:
+                walk(reg.inputs, "", found.setdefault(reg.type, set()))
+    return {t: sorted(paths) for t, paths in found.items()}
+
+
+def _resolvable(gitdir: Path, type_: str, paths: list[str]) -> list[str]:
+    """Each path, or the nearest enclosing field the schema has (a map's key -> the map)."""
+    tf_resource, files = RESOURCES[type_]
+    source = Source(gitdir, files)
+    out = set()
+    for path in paths:
+        candidate = path
+        while candidate:
+            try:
+                find_field(source, tf_resource, candidate)
+            except SchemaError:
+                candidate = candidate.rsplit(".", 1)[0] if "." in candidate else ""
+                continue
+            out.add(candidate)
+            break
+        else:
+            raise SchemaError(f"{type_}: {path}: not in the provider's schema")
+    return sorted(out)
+
+
 def wanted_from(data: dict[str, Any]) -> dict[str, list[str]]:
     return {t: list(r["fields"]) for t, r in data.get("resources", {}).items()}
 
@@ -325,11 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     committed = yaml.safe_load(DATA_FILE.read_text()) if DATA_FILE.exists() else {}
     wanted = wanted_from(committed)
     if args.add_from_previews:
-        from components.change_effects import preview_field_paths, variant_previews
-
-        for type_, paths in preview_field_paths(variant_previews()).items():
+        for type_, paths in preview_field_paths().items():
             wanted.setdefault(type_, []).extend(paths)
     try:
+        wanted = {t: _resolvable(args.mirror, t, paths) for t, paths in wanted.items()}
         text = render(generate(args.mirror, wanted))
     except SchemaError as err:
         print(f"error: {err}", file=sys.stderr)
