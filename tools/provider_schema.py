@@ -307,7 +307,7 @@ def block_prefixes(path: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def render(data: dict[str, Any]) -> str:
+def render_force_new_file(data: dict[str, Any]) -> str:
     return HEADER + yaml.safe_dump(data, sort_keys=True, width=120)
 
 
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             wanted.setdefault(type_, []).extend(paths)
     try:
         wanted = {t: _resolvable(args.mirror, t, paths) for t, paths in wanted.items()}
-        text = render(generate(args.mirror, wanted))
+        text = render_force_new_file(generate(args.mirror, wanted))
     except SchemaError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
