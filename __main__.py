@@ -10,8 +10,9 @@ import json
 
 import pulumi
 
+from components.autopilot_limits import autopilot_limit_output
 from components.cluster import GkeCluster, gke_cluster_args
-from components.config import load_stack_config, read_pulumi_config
+from components.config import ConfigError, load_stack_config, read_pulumi_config
 from components.cost import estimate_cost
 from components.gpu_capacity import GpuCapacity, gpu_capacity_args
 from components.grpo_job import GrpoJob, grpo_job_args, require_preflight, run_plan
@@ -20,6 +21,14 @@ from components.kuberay import KubeRay, kuberay_args
 from components.networks import GpuNetworks, gpu_networks_args
 from components.node_service_account import NodeServiceAccount, node_service_account_args
 from components.project_services import ProjectServices, project_services_args
+from components.replacements import (
+    IDENTITY_OUTPUT,
+    compare,
+    data_loss_problems,
+    read_deployed,
+    run_warnings,
+    stack_identity,
+)
 from components.run_spec import spec_from_config
 from components.storage import SharedStorage, shared_storage_args
 
@@ -29,6 +38,22 @@ config = load_stack_config(*read_pulumi_config(), stack=pulumi.get_stack())
 spec = spec_from_config(config)
 if config.job.enabled:
     require_preflight(spec)
+# What this config would replace of the deployed stack, before anything is registered: a data
+# store only with storage.allowDataLoss; node pools and networks under a live run, said.
+identity = stack_identity(config)
+deployed = read_deployed()
+replacements = compare(deployed.identity, identity)
+refused = data_loss_problems(replacements, config.storage.allow_data_loss)
+if refused:
+    raise ConfigError(refused)
+for warning in run_warnings(replacements, deployed.checkpoint_dir or spec.checkpoint_dir,
+                            config.storage.allow_data_loss):
+    pulumi.log.warn(warning)
+if deployed.unread:
+    pulumi.log.info(f"replacements not checked: {deployed.unread}")
+if config.storage.allow_data_loss:
+    pulumi.log.warn("storage.allowDataLoss is true: the bucket or Lustre instance is NOT protected "
+                    "and a destroy deletes its objects; remove it after this update")
 
 # A fresh project: the APIs first; every resource that calls one depends on them.
 apis = ProjectServices("apis", project_services_args(config)).services
@@ -80,3 +105,13 @@ pulumi.export("submissionId", job.submission_id)
 pulumi.export("runSpec", json.loads(spec.to_json()))
 pulumi.export("runUpdatePolicy", job.update_policy)
 pulumi.export("costEstimate", estimate_cost(config))
+# Read back by the next preview or update (and the CLI's preflight) to say what a change replaces.
+pulumi.export(IDENTITY_OUTPUT, identity)
+if config.autopilot:
+    # The per-pod bound the GPU worker (with its gcsfuse sidecar) is sized against and checked by.
+    pod_limit = autopilot_limit_output(config.gpu.type, config.gpus_per_node)
+    pulumi.export("autopilotPodLimit", pod_limit)
+    if pod_limit is not None and not pod_limit["confirmed"]:
+        pulumi.log.warn(f"Autopilot's per-pod maximum for {config.gpus_per_node} x {config.gpu.type} "
+                        f"is UNCONFIRMED: the GPU worker pod is sized within {pod_limit['source']} "
+                        f"({pod_limit['cpu']:g} CPUs, {pod_limit['memoryGib']:g} GiB)")

@@ -1,7 +1,10 @@
 """Autopilot's per-pod maximum requests per GPU shape (data/autopilot-gpu-limits.yaml).
 
 One small typed loader; the config rules refuse a GPU worker pod above its row, and the KubeRay
-component sizes the default worker to fit it.
+component sizes the default worker to fit it. A row is either published (confirmed) or, where
+Google's table could not be read, derived conservatively from the node: its allocatable less the
+system DaemonSets' reserve (the data file says how and why); the preview exports the bound with
+``confirmed: false`` then (``autopilot_limit_output``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ class PodLimit:
     def source(self) -> str:
         if self.confirmed:
             return f"Autopilot's published maximum ({SOURCE_PAGE})"
-        return ("the machine's own total; Autopilot's published row is unconfirmed, see "
+        return ("a conservative bound derived from the node (allocatable less the system "
+                "DaemonSets' reserve); Autopilot's published row is unconfirmed, see "
                 "data/autopilot-gpu-limits.yaml")
 
 
@@ -49,6 +53,16 @@ def load_pod_limits(path: Path = DATA_FILE) -> dict[tuple[str, int], PodLimit]:
 
 def pod_limit_for(gpu_type: str, gpus: int) -> PodLimit | None:
     return load_pod_limits().get((gpu_type, gpus))
+
+
+def autopilot_limit_output(gpu_type: str, gpus: int) -> dict | None:
+    """The bound a GPU worker pod is sized against, as the stack exports it (Autopilot only)."""
+    limit = pod_limit_for(gpu_type, gpus)
+    if limit is None:
+        return None
+    return {"gpuType": gpu_type, "gpus": gpus, "cpu": limit.cpu, "memoryGib": limit.memory_gib,
+            "ephemeralStorageGib": limit.ephemeral_storage_gib, "confirmed": limit.confirmed,
+            "source": limit.source}
 
 
 @functools.cache

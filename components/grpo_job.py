@@ -68,7 +68,11 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
     from jobs.plan.render import render
 
     job = config.job
-    return build_plan(spec, render(spec), deadline_seconds=job.active_deadline_seconds,
+    try:
+        rendered = render(spec)
+    except ValueError as exc:   # a refused OmegaConf resolver (jobs/plan/interpolations.py)
+        raise ConfigError([Problem("gke-grpo:job.extraOverrides", NOT_SHOWN, str(exc))]) from None
+    return build_plan(spec, rendered, deadline_seconds=job.active_deadline_seconds,
                       # the fabric/storage gate before every trainer start
                       health=health_plan(config, DATA_LAYOUT.run_dir(spec.run_id)),
                       gpu_wait_seconds=job.gpu_wait_seconds,

@@ -80,7 +80,6 @@ class KubeRayArgs:
     workload_namespace: str              # the namespace's name, for commands and URLs
     ray_cluster_name: str
     image_row: ImageRow                  # the framework image and its Ray version
-    pod_cidr: str                        # the addon operator's traffic comes from outside it
     pods: RayPodsArgs                    # the head and GPU worker pod templates
     # From GkeCluster:
     kubernetes_provider: k8s.Provider
@@ -133,7 +132,7 @@ def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeClus
         operator=config.kuberay.operator, operator_namespace=config.kuberay.operator_namespace,
         helm_chart_version=config.helm_chart_version, workload_namespace=config.kuberay.namespace,
         ray_cluster_name=config.kuberay.ray_cluster_name, image_row=row,
-        pod_cidr=config.network.pod_cidr, pods=pods, kubernetes_provider=cluster.provider,
+        pods=pods, kubernetes_provider=cluster.provider,
         namespace=cluster.namespace_name, gvnic_network=networks.gvnic_network,
         gvnic_subnet=networks.gvnic_subnet, rdma_network=networks.rdma_network,
         rdma_subnets=list(networks.rdma_subnets), gpu_node_pool=capacity.node_pool,
@@ -253,6 +252,8 @@ class KubeRay(pulumi.ComponentResource):
             code_dependencies = [code]
 
         # ---- network policy ------------------------------------------------------------------------
+        if args.operator == "addon" and not args.operator_namespace:
+            pulumi.log.warn(ADDON_OPERATOR_SOURCE_NOTE, resource=self)
         self.network_policy = k8s.networking.v1.NetworkPolicy(
             f"{name}-ray-ingress",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=f"{self.ray_cluster_name}-ray-ingress",
@@ -410,8 +411,11 @@ class KubeRay(pulumi.ComponentResource):
 
     def _network_policy_spec(self, args: KubeRayArgs) -> k8s.networking.v1.NetworkPolicySpecArgs:
         """Admit traffic between this Ray cluster's pods (every Ray port), the dashboard port from
-        the RayJob submitter (its own label) and from the KubeRay operator, and Ray's metrics
-        port from managed Prometheus; nothing else. Other pods of the namespace are not admitted."""
+        the RayJob submitter (its own label) and from the KubeRay operator (Helm: its namespace;
+        addon: kuberay.operatorNamespace, else the Konnectivity agents the hosted operator's
+        calls come through), and Ray's metrics port from managed Prometheus; nothing else: no
+        address block, no other pod of the namespace. `kubectl port-forward` is not affected (the
+        kubelet connects inside the pod's own network namespace)."""
         net = k8s.networking.v1
 
         def namespace(name: str) -> k8s.networking.v1.NetworkPolicyPeerArgs:
@@ -427,13 +431,7 @@ class KubeRay(pulumi.ComponentResource):
         elif args.operator_namespace:
             operator_source = namespace(args.operator_namespace)
         else:
-            # GKE hosts the addon's operator itself: its calls may come from the control plane,
-            # not from a pod. Admit the dashboard port from outside the pod network (control
-            # plane, nodes: kubectl port-forward) but never from other pods; pods are matched
-            # by identity, not by these CIDRs (Dataplane V2). kuberay.operatorNamespace, when
-            # known, replaces this with that namespace.
-            operator_source = net.NetworkPolicyPeerArgs(
-                ip_block=net.IPBlockArgs(cidr="0.0.0.0/0", except_=[args.pod_cidr]))
+            operator_source = addon_operator_source()
         dashboard = [net.NetworkPolicyPortArgs(port=DASHBOARD_PORT, protocol="TCP")]
         return net.NetworkPolicySpecArgs(
             pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(cluster_labels)),
@@ -448,6 +446,38 @@ class KubeRay(pulumi.ComponentResource):
                     ports=[net.NetworkPolicyPortArgs(port=METRICS_PORT, protocol="TCP")]),
             ],
         )
+
+
+# GKE hosts the Ray addon's KubeRay operator itself ("GKE automatically installs and hosts the
+# KubeRay operator": cloud.google.com/kubernetes-engine/docs/add-on/ray-on-gke/concepts/overview,
+# read 2026-12-01), and GKE's control plane reaches pods through the Konnectivity tunnel: its
+# calls arrive from the konnectivity-agent pods in kube-system, never from the control plane's
+# range (reported from a live GKE cluster for the API server's webhook calls: "On GKE the API
+# server does not connect to in-cluster webhooks directly. It tunnels through konnectivity-agent
+# pods in kube-system"; the agent's label is the one of Kubernetes' own Konnectivity manifests,
+# kubernetes.io docs "Set up Konnectivity service", admin/konnectivity/konnectivity-agent.yaml).
+# UNCONFIRMED that the hosted Ray operator's dashboard calls take that path: if they do not, the
+# RayJob's status stops updating (the run itself is unaffected: the submitter pod and the driver
+# are admitted); kuberay.operatorNamespace, or kuberay.operator "helm", names the source exactly.
+KONNECTIVITY_NAMESPACE = "kube-system"
+KONNECTIVITY_AGENT_LABELS = {"k8s-app": "konnectivity-agent"}
+ADDON_OPERATOR_SOURCE_NOTE = (
+    "NetworkPolicy: the GKE Ray addon hosts its KubeRay operator outside the cluster; the "
+    "dashboard port (8265) admits it through the control plane's Konnectivity agents "
+    "(kube-system, k8s-app=konnectivity-agent), besides the RayJob submitter and the Ray pods, "
+    "and nothing else. Unconfirmed that the hosted operator uses that path: set "
+    "kuberay.operatorNamespace if it runs in a namespace of the cluster, or use "
+    "kuberay.operator=helm (token authentication too)")
+
+
+def addon_operator_source() -> k8s.networking.v1.NetworkPolicyPeerArgs:
+    """The GKE-hosted operator's source: Konnectivity agent pods in kube-system. One peer with
+    both selectors (both must match); two peers would admit every pod of kube-system, or every
+    pod labelled so in any namespace."""
+    return k8s.networking.v1.NetworkPolicyPeerArgs(
+        namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+            match_labels={"kubernetes.io/metadata.name": KONNECTIVITY_NAMESPACE}),
+        pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(KONNECTIVITY_AGENT_LABELS)))
 
 
 def installer_arguments(autopilot: bool) -> str:

@@ -20,6 +20,19 @@ import pulumi_gcp as gcp
 if TYPE_CHECKING:   # annotations only: the config models import components' siblings
     from components.config import NetworkConfig, ResourceNames, StackConfig
 
+# Cloud NAT port allocation for the GPU nodes: dynamic, so a node that pulls multi-GB images and
+# downloads from the Hub over many connections at once grows its share instead of running out of
+# the fixed 64 ports static allocation gives every VM. Compute API RouterNat (as quoted by
+# terraform-provider-google-beta v7.45.0 resource_compute_router_nat.go, enable_dynamic_port_
+# allocation / min_ports_per_vm / max_ports_per_vm, read 2026-12-01): with dynamic allocation the
+# minimum "must be set to a power of two greater than or equal to 32", the maximum "a power of
+# two greater than minPortsPerVm" and at most 65536; static allocation "Defaults to 64". The
+# minimum is that static default, so no node starts with fewer ports than before; the maximum is
+# the API's ceiling (with AUTO_ONLY addresses Cloud NAT adds NAT IPs as ports run short).
+# Dynamic allocation excludes endpoint-independent mapping (same source), which is set off.
+NAT_MIN_PORTS_PER_VM = 64
+NAT_MAX_PORTS_PER_VM = 65536
+
 
 @dataclass(frozen=True)
 class GpuNetworksArgs:
@@ -112,6 +125,10 @@ class GpuNetworks(pulumi.ComponentResource):
             router=self.router.name,
             nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+            enable_dynamic_port_allocation=True,
+            enable_endpoint_independent_mapping=False,
+            min_ports_per_vm=NAT_MIN_PORTS_PER_VM,
+            max_ports_per_vm=NAT_MAX_PORTS_PER_VM,
             log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
             opts=child,
         )

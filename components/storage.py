@@ -125,7 +125,9 @@ class SharedStorageArgs:
     stack: str
     environment: str
     autopilot: bool
-    is_prod: bool                  # protect the bucket or instance, never force-destroy it
+    # gke-grpo:storage.allowDataLoss: the bucket or instance is protected (and never
+    # force-destroyed) unless an update deletes or replaces it on purpose.
+    allow_data_loss: bool
     cluster_name: str              # names the PVs (cluster-scoped objects)
     gke_version: str               # gates gcsfuse mount options
     kind: str                      # "gcs" or "lustre"
@@ -151,7 +153,8 @@ def shared_storage_args(config: StackConfig, *, cluster_network: gcp.compute.Net
     lustre = config.storage.kind == "lustre"
     return SharedStorageArgs(
         project=config.project, region=config.region, zone=config.zone, stack=config.stack,
-        environment=config.environment, autopilot=config.autopilot, is_prod=config.is_prod,
+        environment=config.environment, autopilot=config.autopilot,
+        allow_data_loss=config.storage.allow_data_loss,
         cluster_name=config.cluster.name, gke_version=config.cluster.min_master_version,
         kind=config.storage.kind, gcs=config.storage.gcs, lustre=config.storage.lustre,
         bucket_name=config.bucket_name, soft_delete_retention_days=config.soft_delete_retention_days,
@@ -273,11 +276,14 @@ class SharedStorage(pulumi.ComponentResource):
             soft_delete_policy=gcp.storage.BucketSoftDeletePolicyArgs(
                 retention_duration_seconds=args.soft_delete_retention_days * 86400),
             public_access_prevention="enforced",
-            # A dev destroy removes everything (DESIGN.md "Lifecycle"), objects included, and
-            # soft delete keeps them restorable for the retention period. prod: never.
-            force_destroy=not args.is_prod,
+            # Objects go with the bucket only when deleting it was asked for (storage.allowDataLoss);
+            # soft delete keeps them restorable for the retention period even then.
+            force_destroy=args.allow_data_loss,
             labels=labels,
-            opts=pulumi.ResourceOptions(parent=self, protect=args.is_prod, depends_on=self._services),
+            # Protected in every stack: replacing or deleting it stops here (and is refused at
+            # validation already, components/replacements.py) unless storage.allowDataLoss.
+            opts=pulumi.ResourceOptions(parent=self, protect=not args.allow_data_loss,
+                                        depends_on=self._services),
         )
 
         # The project number comes from the API, never from config: a typo there would grant
@@ -451,7 +457,7 @@ class SharedStorage(pulumi.ComponentResource):
             description=f"gke-grpo shared data for {cluster_name}",
             labels={"gke-grpo-stack": args.stack, "gke-grpo-environment": args.environment},
             opts=pulumi.ResourceOptions(
-                parent=self, protect=args.is_prod,
+                parent=self, protect=not args.allow_data_loss,
                 # The instance needs the peering up to get an address; on destroy it goes first.
                 depends_on=[self.lustre_peering]),
         )

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from pydantic_core import PydanticUndefined
 
+from components.change_effects import effect_of, load_change_effects
 from components.config import AREAS, PROJECT, SECRET_KEYS, TOP_LEVEL_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +43,18 @@ For completion and checking while editing `Pulumi.<stack>.yaml`, point a YAML la
 `# yaml-language-server: $schema=docs/stack-config.schema.json`. The schema checks the shape;
 the rules that span several keys run in `pulumi preview` (and `python -m tools.preview`).
 
-| key | default | meaning |
-|---|---|---|
+"On change" says what changing a key does to a deployed stack: "in place", "replaces X (data
+kept)", "replaces X: deletes its data" or "replaces X: stops a live run". It is read from
+[data/change-effects.yaml](../data/change-effects.yaml) (what each key sets) and, for the Google
+Cloud resources, from the provider's own schema (which fields replace their resource:
+[data/provider-force-new.yaml](../data/provider-force-new.yaml), read from {provider}, the
+provider pulumi-gcp bridges; the exact upstream of the pinned pulumi-gcp 10.2.0 is unconfirmed).
+A change that would delete a data store is refused before anything changes unless
+`storage.allowDataLoss` is set for that update; one that replaces GPU capacity is said in the
+preview and by preflight ([storage.md](storage.md#replacing-a-data-store)).
+
+| key | default | on change | meaning |
+|---|---|---|---|
 """
 
 
@@ -107,9 +118,22 @@ def _from_docs(text: str) -> str:
 
 
 def reference_markdown() -> str:
-    lines = [f"| `{key}` | {_from_docs(default)} | {_from_docs(meaning)} |"
+    lines = [f"| `{key}` | {_from_docs(default)} | {effect_of(key)} | {_from_docs(meaning)} |"
              for key, default, meaning in reference_rows()]
-    return HEADER + "\n".join(lines) + "\n"
+    header = HEADER.replace("{provider}", load_change_effects().provider_tag)
+    return header + "\n".join(lines) + "\n"
+
+
+def _with_effects(defs: dict[str, Any], model: type[BaseModel], prefix: str) -> None:
+    """Each property's description in the schema ends with what changing it does."""
+    properties = defs[model.__name__]["properties"]
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        key = f"{prefix}.{alias}"
+        properties[alias]["description"] = f"{properties[alias].get('description', '')}. On change: {effect_of(key)}"
+        nested, is_list = _nested_model(field.annotation)
+        if nested is not None:
+            _with_effects(defs, nested, key + ("[]" if is_list else ""))
 
 
 def _strip_default_text(node: Any) -> Any:
@@ -125,6 +149,8 @@ def stack_schema() -> dict[str, Any]:
     refs, defs = models_json_schema([(model, "validation") for model in AREAS.values()],
                                     by_alias=True, ref_template="#/$defs/{model}")
     defs = _strip_default_text(defs)["$defs"]
+    for area, model in AREAS.items():
+        _with_effects(defs, model, f"{PROJECT}:{area}")
     # `healthGate: off` is short for {"mode": "off"} (JobConfig._health_gate_shorthand).
     gate = defs["JobConfig"]["properties"]["healthGate"]
     gate["anyOf"] = [{"$ref": gate.pop("$ref")}, {"const": "off"}]
@@ -132,8 +158,9 @@ def stack_schema() -> dict[str, Any]:
               "properties": {"secure": {"type": "string"}},
               "description": "set with `pulumi config set --secret KEY VALUE`"}
     properties: dict[str, Any] = {}
-    for key, (_, meaning) in TOP_LEVEL_KEYS.items():
+    for key, (_, text) in TOP_LEVEL_KEYS.items():
         name = key.split(":", 1)[1]
+        meaning = f"{text}. On change: {effect_of(key)}"
         if name in SECRET_KEYS:
             properties[key] = {**secret, "description": meaning}
         elif key == f"{PROJECT}:environment":

@@ -34,15 +34,21 @@ def project_number(project_id: str) -> str:
 class GrpoMocks(pulumi.runtime.Mocks):
     """Outputs per resource type; anything not listed echoes its inputs, as most GCP fields do."""
 
-    def __init__(self, project: str, region: str):
+    def __init__(self, project: str, region: str, deployed_outputs: dict[str, Any] | None = None):
         self.project = project
         self.region = region
+        # The outputs of the stack's last update, as the engine's readStackOutputs returns them
+        # (components/replacements.py); none: a stack never deployed.
+        self.deployed_outputs = deployed_outputs or {}
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         if args.token == "gcp:organizations/getProject:getProject":
             project = args.args.get("projectId") or self.project
             return {"projectId": project, "number": project_number(project),
                     "name": project, "id": f"projects/{project}"}, []
+        if args.token == "pulumi:pulumi:readStackOutputs":
+            return {"name": args.args.get("name"), "outputs": copy.deepcopy(self.deployed_outputs),
+                    "secretOutputNames": []}, []
         if args.token == "gcp:organizations/getClientConfig:getClientConfig":
             return {"project": self.project, "region": self.region,
                     "accessToken": "mock-access-token", "id": "client-config"}, []

@@ -1,6 +1,6 @@
 """Offline preview: the real ``__main__.py`` under Pulumi's mock runtime, no CLI, no cloud.
 
-    python -m tools.preview STACK [--config-file FILE] [--json]
+    python -m tools.preview STACK [--config-file FILE] [--json] [--deployed-outputs FILE]
 
 Prints a tree like ``pulumi preview``, or with --json the one JSON document of DESIGN.md:
 resources sorted by URN with their parent, dependencies (from the real registration requests,
@@ -226,20 +226,41 @@ def read_config_file(path: Path) -> tuple[dict[str, str], set[str]]:
 # ------------------------------------------------------------------------------------------
 
 
-def run_preview(stack: str, config_file: Path | None = None) -> PreviewResult:
+def run_preview(stack: str, config_file: Path | None = None,
+                deployed_outputs: dict[str, Any] | None = None) -> PreviewResult:
     """Run ``__main__.py`` for STACK under mocks and return what was registered."""
     path = config_file or ROOT / f"Pulumi.{stack}.yaml"
     raw, secret_keys = read_config_file(Path(path))
-    return run_with_config(stack, raw, secret_keys)
+    return run_with_config(stack, raw, secret_keys, deployed_outputs)
 
 
-def run_with_config(stack: str, raw: dict[str, str], secret_keys: set[str]) -> PreviewResult:
+def run_with_config(stack: str, raw: dict[str, str], secret_keys: set[str],
+                    deployed_outputs: dict[str, Any] | None = None) -> PreviewResult:
+    """``deployed_outputs``: the stack's last outputs, as if deployed (`pulumi stack output
+    --json`); the program compares its deployedIdentity with the config's."""
     # A fresh context per run: the SDK keeps its settings, root resource and config in
     # context variables, so several previews can run in one process (the tests do).
-    return contextvars.Context().run(_run_in_fresh_context, stack, raw, secret_keys)
+    return contextvars.Context().run(_run_in_fresh_context, stack, raw, secret_keys, deployed_outputs)
 
 
-def _run_in_fresh_context(stack: str, raw: dict[str, str], secret_keys: set[str]) -> PreviewResult:
+def read_deployed_outputs(path: Path) -> dict[str, Any]:
+    """A `pulumi stack output --json` document (PreviewInputError when unusable)."""
+    from jobs.plan.stack_file import MAX_BYTES
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        if len(text) > MAX_BYTES:
+            raise PreviewInputError(f"{path} is larger than {MAX_BYTES // 1024} KiB")
+        value = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise PreviewInputError(f"{path}: not a JSON object of stack outputs ({type(err).__name__})") from None
+    if not isinstance(value, dict):
+        raise PreviewInputError(f"{path}: not a JSON object of stack outputs")
+    return value
+
+
+def _run_in_fresh_context(stack: str, raw: dict[str, str], secret_keys: set[str],
+                          deployed_outputs: dict[str, Any] | None = None) -> PreviewResult:
     import pulumi
     from pulumi.runtime import config as runtime_config
     from pulumi.runtime import mocks as runtime_mocks
@@ -250,7 +271,8 @@ def _run_in_fresh_context(stack: str, raw: dict[str, str], secret_keys: set[str]
     from components.config import ConfigError
     from tools.mocks import GrpoMocks
 
-    mocks = GrpoMocks(project=str(raw.get("gcp:project", "")), region=str(raw.get("gcp:region", "")))
+    mocks = GrpoMocks(project=str(raw.get("gcp:project", "")), region=str(raw.get("gcp:region", "")),
+                      deployed_outputs=deployed_outputs)
     monitor = _make_monitor_class()(mocks)
     logger = logging.getLogger("gke-grpo.preview")
     settings = runtime_mocks.MockSettings(
@@ -338,10 +360,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml unless --config-file")
     parser.add_argument("--config-file", type=Path, help="a stack file to use instead")
     parser.add_argument("--json", action="store_true", help="print the JSON document of DESIGN.md")
+    parser.add_argument("--deployed-outputs", type=Path, metavar="FILE",
+                        help="the stack's last outputs (`pulumi stack output --json`): say what the "
+                             "config would replace of what they describe")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s: %(message)s")
     try:
-        result = run_preview(args.stack, args.config_file)
+        deployed = read_deployed_outputs(args.deployed_outputs) if args.deployed_outputs else None
+        result = run_preview(args.stack, args.config_file, deployed)
     except PreviewInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_INVALID_CONFIG

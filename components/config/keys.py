@@ -37,8 +37,9 @@ GCP_REQUIRED = ("project", "region")
 TOP_LEVEL_KEYS: dict[str, tuple[str, str]] = {
     "gcp:project": ("required", "the Google Cloud project id"),
     "gcp:region": ("required", "region of the cluster, subnets and bucket"),
-    f"{PROJECT}:environment": ("required", "`dev` or `prod`; prod protects data stores and turns "
-                               "on deletion protection"),
+    f"{PROJECT}:environment": ("required", "`dev` or `prod`; prod turns on cluster deletion "
+                               "protection and 7-day soft delete (data stores are protected in "
+                               "both: `storage.allowDataLoss`)"),
     f"{PROJECT}:hfToken": ("required, secret", "Hugging Face token; reaches only a Kubernetes "
                            "Secret"),
     f"{PROJECT}:wandbApiKey": ("unset, secret", "W&B API key; when set the trainer also logs to "

@@ -191,7 +191,7 @@ def load_stack_config(
     environment = raw.get(f"{PROJECT}:environment", _ABSENT)
     if environment not in ("dev", "prod"):
         problems.append(Problem(f"{PROJECT}:environment", environment,
-                                'one of "dev", "prod" (prod protects data stores and the cluster)'))
+                                'one of "dev", "prod" (prod protects the cluster from deletion)'))
 
     problems += _secret_problems(raw, secret_keys)
 

@@ -154,6 +154,21 @@ class _Rules:
             self.add("cluster.masterAuthorizedNetworks", [], 'at least one {"cidrBlock": '
                      '"203.0.113.0/24", "displayName": "office"} with controlPlaneAccess '
                      '"authorizedNetworks" (or use controlPlaneAccess "dns")', reads=access)
+        self._check_authorized_public_space(networks)
+
+    def _check_authorized_public_space(self, networks: tuple) -> None:
+        """The ranges together, not each alone: 0.0.0.0/1 + 128.0.0.0/1 is the whole internet.
+        Only public space counts (data/config-limits.yaml: the bound and why)."""
+        limits = load_config_limits()
+        public = limits.public_addresses([n.cidr_block for n in networks])
+        most = limits.authorized_public_addresses_max
+        if public > most:
+            self.add("cluster.masterAuthorizedNetworks", [n.cidr_block for n in networks],
+                     f"ranges that together cover at most {most:,} public IPv4 addresses (a /16; "
+                     f"data/config-limits.yaml): these cover {public:,} "
+                     f"({public / 2**32:.2%} of all IPv4 addresses). Name the networks you work "
+                     'from, or use cluster.controlPlaneAccess "dns", where IAM decides who '
+                     "connects", reads=("cluster.controlPlaneAccess",))
 
     # ---- gpu --------------------------------------------------------------------------------
     def _check_gpu(self, g: GpuConfig) -> None:

@@ -1,5 +1,7 @@
 """``gke-grpo preflight --stack STACK [--config-file FILE]``: a stack's GRPO job checked against
-the rules of verl / NeMo RL (jobs/plan/preflight) before anything is created or submitted.
+the rules of verl / NeMo RL (jobs/plan/preflight) before anything is created or submitted, and
+the stack file compared with what is deployed (`pulumi stack output`): what it would replace,
+a data store refused unless storage.allowDataLoss (components/replacements.py).
 
 Exit codes: 0 no errors (warnings may be printed); 2 the stack config is invalid or unreadable,
 or preflight found errors.
@@ -11,10 +13,34 @@ import argparse
 import sys
 from pathlib import Path
 
-from jobs.cli.stack_outputs import StackError, offline_spec
+from jobs.cli.stack_outputs import StackError, deployed_outputs, offline_spec, replacement_report
 from jobs.contract.exit_codes import ExitCode
 from jobs.plan.gpu_memory import format_plan, plan_for_spec
 from jobs.plan.preflight import check, errors
+
+
+def check_replacements(stack: str, config_file: Path | None, pulumi: str = "pulumi") -> tuple[int, int]:
+    """What the stack file would replace of the deployed stack (`pulumi stack output`): a data
+    store is an error (unless storage.allowDataLoss), a pool, the cluster or a network under a
+    live run a warning. Returns (errors, warnings); prints each. A stack that cannot be read is
+    said, not an error: preflight also runs before the first deploy."""
+    try:
+        outputs = deployed_outputs(stack, pulumi)
+    except StackError as err:
+        print(f"preflight: replacements not checked: {err}")
+        return 0, 0
+    try:
+        report = replacement_report(stack, config_file, outputs)
+    except StackError as err:
+        print(f"preflight: replacements not checked: {err}")
+        return 0, 0
+    if report.get("unread"):
+        print(f"preflight: replacements not checked: {report['unread']}")
+    for line in report["refused"]:
+        print(f"error: {line}")
+    for line in report["replaced"]:
+        print(f"warning: {line}")
+    return len(report["refused"]), len(report["replaced"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,9 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_for_spec(spec)
     if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
         print(format_plan(plan))
-    failed = errors(findings)
-    warnings = len(findings) - len(failed)
+    refused, replaced = check_replacements(args.stack, args.config_file)
+    failed = len(errors(findings)) + refused
+    warnings = len(findings) - len(errors(findings)) + replaced
     print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "
-          f"{len(failed)} error(s), {warnings} warning(s)")
+          f"{failed} error(s), {warnings} warning(s)")
     return int(ExitCode.USAGE if failed else ExitCode.OK)
 

@@ -254,3 +254,31 @@ def kubeconfig_file(kubeconfig: str | None) -> Iterator[str | None]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+# The outputs the replacement check reads; nothing else of a deployed stack leaves this process.
+REPLACEMENT_OUTPUTS = ("deployedIdentity", "runCheckpointDir")
+
+
+def replacement_report(stack: str, config_file: str | Path | None,
+                       outputs: dict[str, Any]) -> dict[str, Any]:
+    """What the stack file would replace of the deployed stack whose outputs are given
+    (tools/replacement_report.py, run as a subprocess: jobs/ imports nothing of components/).
+    Only the identity and the checkpoint directory are written to the temporary file (mode
+    0600, removed afterwards): never the kubeconfig or another secret output."""
+    fd, path = tempfile.mkstemp(prefix="gke-grpo-deployed-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump({k: outputs[k] for k in REPLACEMENT_OUTPUTS if k in outputs}, handle)
+        args = [stack, "--deployed-outputs", path,
+                *(["--config-file", str(config_file)] if config_file else [])]
+        what = f"comparing {config_file or f'Pulumi.{stack}.yaml'} with the deployed stack"
+        text = _module("tools.replacement_report", args, what)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    report = _json_object(text, what)
+    for key in ("refused", "replaced"):
+        if not isinstance(report.get(key), list):
+            raise StackError(f"{what}: no {key!r} list in the report")
+    return report

@@ -55,6 +55,7 @@ from jobs.contract.datasets import GSM8K_TRAINING_ROWS, dataset_files
 from jobs.contract.layout import DATA_LAYOUT
 from jobs.contract.records import TENSORBOARD_ENV, run_dir, tensorboard_dir
 from jobs.contract.spec import GrpoSpec
+from jobs.plan.interpolations import refused_resolvers
 
 PROJECT_NAME = "gke-grpo"
 
@@ -232,8 +233,35 @@ def verl_tensorboard_override(spec: GrpoSpec) -> str:
             f"{TENSORBOARD_ENV}:{ref}}}}}}}'")
 
 
+def renderer_own_overrides(spec: GrpoSpec) -> frozenset[str]:
+    """The overrides that may use the renderer's own resolvers (jobs/plan/interpolations.py)."""
+    if spec.framework == "verl":
+        return frozenset({verl_tensorboard_override(spec)})
+    return frozenset(nemo_rl_tensorboard_overrides(spec))
+
+
+def unsafe_interpolations(spec: GrpoSpec, overrides: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(override key, reason) for every refused resolver in the rendered overrides, extra
+    overrides included (jobs/plan/interpolations.py)."""
+    own = renderer_own_overrides(spec)
+    found = []
+    for override in overrides:
+        for reason in refused_resolvers(override, renderer=override in own):
+            found.append((override_key(override)[1], reason))
+    return found
+
+
+def _refuse_unsafe_interpolations(spec: GrpoSpec, overrides: tuple[str, ...]) -> None:
+    # Preflight reports these first, naming the key; this is the last line before a trainer.
+    found = unsafe_interpolations(spec, overrides)
+    if found:
+        raise ValueError("refused OmegaConf interpolation in " + "; ".join(
+            f"{key}: {reason}" for key, reason in found))
+
+
 def render_verl(spec: GrpoSpec) -> RenderedJob:
     overrides = verl_overrides(spec)
+    _refuse_unsafe_interpolations(spec, overrides)
     runtime_env = {
         "pip": {
             # The verlai images ship verl's dependencies but not verl (data/versions.yaml):
@@ -350,6 +378,7 @@ def nemo_rl_entry(spec: GrpoSpec) -> tuple[str, str]:
 
 def render_nemo_rl(spec: GrpoSpec) -> RenderedJob:
     overrides = nemo_rl_overrides(spec)
+    _refuse_unsafe_interpolations(spec, overrides)
     entry, workdir = nemo_rl_entry(spec)
     command = ["uv", "run", "python", entry, "--config", NEMO_RL_CONFIG, *overrides]
     entrypoint = f"cd {shlex.quote(workdir)} && {shlex.join(command)}"

@@ -130,7 +130,8 @@ def test_rules_see_what_they_guard():
     installer = find(prod, DAEMONSET, "kuberay-nccl-rdma-installer")["inputs"]
     assert installer["spec"]["template"]["spec"]["initContainers"][0]["securityContext"]["privileged"]
     assert find(prod, "gcp:lustre/instance:Instance", "storage-lustre")["protect"] is True
-    assert find(dev, "gcp:storage/bucket:Bucket", "storage-bucket")["protect"] is False
+    # Data stores are protected in every stack (storage.allowDataLoss lifts it for one update).
+    assert find(dev, "gcp:storage/bucket:Bucket", "storage-bucket")["protect"] is True
     for stack, document in DOCS.items():
         paths = [p for r in document["resources"] for p, _ in rules.pod_specs(r["type"], r["inputs"])]
         assert len(paths) >= 3, stack   # head, workers, installer
@@ -314,7 +315,8 @@ BAD: list[tuple[str, str, str, Callable[[], dict]]] = [
                    _set(["protect"], False))),
     ("prod-bucket-unprotected", "prod-data-stores-protected",
      "bucket 'storage-bucket' in stack 'prod' is not protected",
-     lambda: in_stack(find(DOCS["dev"], "gcp:storage/bucket:Bucket", "storage-bucket"), "prod")),
+     lambda: in_stack(_with(find(DOCS["dev"], "gcp:storage/bucket:Bucket", "storage-bucket"),
+                            _set(["protect"], False)), "prod")),
     # 6. No plain-text secrets
     ("env-token-value", "no-plaintext-secrets", "env HF_TOKEN is a credential set as a plain-text value",
      lambda: _with(_ray("dev"), lambda r: _env(_worker(r), "HF_TOKEN", value=HF_TOKEN))),

@@ -14,7 +14,7 @@ from components.ray_pods import interfaces_annotation
 from components.versions import load_versions
 from jobs.contract.layout import HF_TOKEN_FILE
 from jobs.plan.stack_file import SECRET_PLACEHOLDER
-from tests.conftest import preview_with, stack_config
+from tests.conftest import DELETE, preview_with, stack_config
 from tests.crd_schemas import validate_custom_resource
 from tests.kubernetes_objects import validate_strict
 from tools.preview import manifest_from_registration, render_json
@@ -369,12 +369,54 @@ def test_interfaces_annotation_helper_is_valid_json():
     assert len(json.loads(interfaces_annotation(8))) == 10
 
 
-def test_addon_dashboard_admits_no_other_pods(dev_preview):
-    [policy] = [r for r in dev_preview.resources if r.type == "kubernetes:networking.k8s.io/v1:NetworkPolicy"]
-    operator = policy.inputs["spec"]["ingress"][2]
-    assert operator["from"] == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.4.0.0/14"]}}]
-    assert all("namespaceSelector" not in source or source["namespaceSelector"]
-               for rule in policy.inputs["spec"]["ingress"] for source in rule["from"])
+KONNECTIVITY = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "konnectivity-agent"}}}
+SUBMITTER = {"podSelector": {"matchLabels": {"gke-grpo/role": "rayjob-submitter"}}}
+
+
+def _network_policy(result):
+    [policy] = [r for r in result.resources if r.type == "kubernetes:networking.k8s.io/v1:NetworkPolicy"]
+    return policy.inputs["spec"]
+
+
+# Every operator path: (stack, changes, the one operator source the dashboard port admits).
+OPERATOR_PATHS = [
+    ("addon-hosted", "dev", {}, KONNECTIVITY),
+    ("addon-named-namespace", "dev", {P + "kuberay.operatorNamespace": "gke-ray-system"},
+     {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gke-ray-system"}}}),
+    ("helm", "prod", {}, {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}}}),
+    ("addon-on-standard", "prod", {P + "kuberay.operator": "addon", P + "kuberay.helmChartVersion": DELETE},
+     KONNECTIVITY),
+    ("helm-on-autopilot", "dev", {P + "kuberay.operator": "helm"},
+     {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-system"}}}),
+]
+
+
+@pytest.mark.parametrize("name,stack,changes,operator", OPERATOR_PATHS, ids=[p[0] for p in OPERATOR_PATHS])
+def test_dashboard_admits_only_the_submitter_and_the_operator_on_every_path(name, stack, changes, operator):
+    result = preview_with(stack, changes)
+    assert result.error is None, result.error
+    spec = _network_policy(result)
+    dashboard = [rule for rule in spec["ingress"] if {"port": 8265, "protocol": "TCP"} in rule.get("ports", [])]
+    sources = [peer for rule in dashboard for peer in rule["from"]]
+    assert sources == [SUBMITTER, operator], sources
+    for rule in spec["ingress"]:
+        for peer in rule["from"]:
+            assert "ipBlock" not in peer                       # no address range, on any port
+            assert peer.get("namespaceSelector", {"x": 1}) != {}   # never "every namespace"
+            assert peer.get("podSelector", {"x": 1}) != {} or "namespaceSelector" in peer
+    # The one rule without ports admits the Ray cluster's own pods, nothing else.
+    [unrestricted] = [rule for rule in spec["ingress"] if "ports" not in rule]
+    assert unrestricted["from"] == [{"podSelector": {"matchLabels": {"ray.io/cluster": result.outputs["rayClusterName"]}}}]
+
+
+def test_the_hosted_operators_path_is_said_in_the_preview(dev_preview, caplog):
+    from components.kuberay import ADDON_OPERATOR_SOURCE_NOTE
+
+    assert "Unconfirmed" in ADDON_OPERATOR_SOURCE_NOTE and "operatorNamespace" in ADDON_OPERATOR_SOURCE_NOTE
+    with caplog.at_level("WARNING"):
+        preview_with("dev")
+    assert ADDON_OPERATOR_SOURCE_NOTE in caplog.text
 
 
 def test_head_sidecar_budget_fits_the_head(dev_preview):
@@ -460,7 +502,7 @@ def _kuberay_from_args():
         return KubeRay("kuberay", KubeRayArgs(
             operator="helm", operator_namespace=None, helm_chart_version="1.7.0",
             workload_namespace="unit-ns", ray_cluster_name="unit-ray", image_row=row,
-            pod_cidr="10.4.0.0/14", pods=pods, kubernetes_provider=provider,
+            pods=pods, kubernetes_provider=provider,
             namespace=namespace.metadata.apply(lambda metadata: metadata.name),
             gvnic_network=gvnic, gvnic_subnet=gvnic_subnet, rdma_network=rdma, rdma_subnets=subnets,
             gpu_node_pool=None, storage_claims=[], hf_token=pulumi.Output.secret("unit-token")))

@@ -128,6 +128,21 @@ def test_cloud_nat_gives_the_private_nodes_egress(stack_preview):
     assert nat.inputs["sourceSubnetworkIpRangesToNat"] == "ALL_SUBNETWORKS_ALL_IP_RANGES"
 
 
+def test_cloud_nat_allocates_ports_dynamically(stack_preview):
+    """Dynamic port allocation within the Compute API's rules (powers of two, min >= 32, max <=
+    65536 and above min; exclusive with endpoint-independent mapping), starting at static
+    allocation's default of 64 ports per VM (components/networks.py cites the API text)."""
+    [nat] = stack_preview.by_type("gcp:compute/routerNat:RouterNat")
+    inputs = nat.inputs
+    assert inputs["enableDynamicPortAllocation"] is True
+    assert inputs["enableEndpointIndependentMapping"] is False
+    low, high = inputs["minPortsPerVm"], inputs["maxPortsPerVm"]
+    assert low == 64 and high == 65536
+    for ports in (low, high):
+        assert ports & (ports - 1) == 0, ports
+    assert 32 <= low < high <= 65536
+
+
 def test_built_from_its_own_args_alone():
     """Two RDMA subnets, other CIDRs and names: everything comes from GpuNetworksArgs."""
     from components.config import NetworkConfig, ResourceNames

@@ -64,6 +64,9 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     }),
     "lustre-legacy-port": ("prod", {P + "storage.lustre.legacyPort": True}),
     "lustre-dev-defaults": ("dev", {P + "storage": {"kind": "lustre"}}),
+    # Deleting a data store on purpose: protection lifted for that update.
+    "gcs-allow-data-loss": ("dev", {P + "storage.allowDataLoss": True}),
+    "lustre-allow-data-loss": ("prod", {P + "storage.allowDataLoss": True}),
 }
 KIND_BY_MODE = ["gcs-autopilot", "gcs-standard", "lustre-standard", "lustre-autopilot"]
 GCS = [k for k in CONFIGS if k.startswith("gcs")]
@@ -212,9 +215,10 @@ def test_bucket(key):
     assert inputs["softDeletePolicy"] == {
         "retentionDurationSeconds": b.config.soft_delete_retention_days * 86400}
     assert inputs["publicAccessPrevention"] == "enforced"
-    # prod: protected and never emptied by Pulumi; dev: destroy removes everything (DESIGN.md).
-    assert bucket.protect is b.config.is_prod
-    assert inputs["forceDestroy"] is (not b.config.is_prod)
+    # Every stack: protected and never emptied by Pulumi unless storage.allowDataLoss.
+    allow = b.config.storage.allow_data_loss
+    assert bucket.protect is (not allow)
+    assert inputs["forceDestroy"] is allow
 
 
 def test_bucket_defaults_and_flat_variant():
@@ -377,7 +381,7 @@ def test_lustre_instance(key):
     assert inputs["filesystem"] == "lustrefs"
     assert inputs["network"] == b.one(ADDRESS).inputs["network"]
     assert inputs["gkeSupportEnabled"] is bool(lustre and lustre.legacy_port)
-    assert instance.protect is b.config.is_prod
+    assert instance.protect is (not b.config.storage.allow_data_loss)
     # Lustre after the peering after the address range (DESIGN.md "Lifecycle").
     assert b.urn(CONNECTION) in instance.dependencies
     assert b.urn(ADDRESS) in b.one(CONNECTION).dependencies

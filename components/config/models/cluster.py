@@ -86,7 +86,8 @@ class ClusterConfig(_Area):
     )
     master_authorized_networks: tuple[AuthorizedNetwork, ...] = Field(
         (),
-        description="required with `authorizedNetworks`, refused with `dns`; never `0.0.0.0/0`",
+        description=("required with `authorizedNetworks`, refused with `dns`; together at most "
+                     "65,536 public IPv4 addresses (a /16; data/config-limits.yaml)"),
     )
     maintenance_window: MaintenanceWindow = Field(
         MaintenanceWindow(),

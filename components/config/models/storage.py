@@ -106,3 +106,12 @@ class StorageConfig(_Area):
         description="Managed Lustre settings (only with `kind: lustre`)",
         json_schema_extra={"defaultText": "defaults"},
     )
+    # The data stores are protected in every stack: a change that would replace or delete the
+    # bucket or the Lustre instance is refused before anything changes, unless this is true for
+    # that one update (components/replacements.py; docs/storage.md "Replacing a data store").
+    allow_data_loss: bool = Field(
+        False,
+        description=("true for ONE update that replaces or deletes the bucket or the Lustre "
+                     "instance on purpose, with every object in it: lifts their protection; "
+                     "remove it again afterwards ([docs/storage.md](docs/storage.md))"),
+    )

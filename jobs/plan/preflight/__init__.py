@@ -23,7 +23,8 @@ What is checked:
   (nemo_rl/models/dtensor/parallelize.py, v0.5.0), verl Ulysses as verl's monkey_patch.py;
   gke-grpo:job.extraOverrides: syntax, keys the stack config owns, keys unknown to the
   framework's config (verl: data/verl-<version>-config.json; NeMo RL:
-  data/nemo-rl-0.5.0-keys.txt, ``+key=`` for new keys).
+  data/nemo-rl-0.5.0-keys.txt, ``+key=`` for new keys); OmegaConf resolvers beyond a small
+  allowlist, in extraOverrides and in every rendered value (jobs/plan/interpolations.py).
 - verl (N = nodes x GPUs per node): rollout engine vllm | sglang; (prompts x n) % N == 0;
   prompts >= mini batch; mini x n / N a positive integer divisible by the per-GPU micro batch
   (verl floors silently: exactness required); N % rollout TP == 0; the rollout TP fits in a node
@@ -64,6 +65,7 @@ class _Checker(CommonRules, VerlRules, NemoRlRules, OverrideRules):
     def run(self) -> list[Finding]:
         s = self.spec
         self.credentials_in_overrides()
+        self.resolvers_in_overrides()
         usable = self.values()
         self.checkpoints()
         self.dataset()

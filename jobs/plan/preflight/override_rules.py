@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from jobs.contract.credentials import looks_like_secret_name, looks_like_secret_value, redact
-from jobs.plan.preflight.rules import EXTRA, Rules
-from jobs.plan.render import override_key, owned_keys
+from jobs.plan.interpolations import refused_resolvers
+from jobs.plan.preflight.rules import EXTRA, JOB, Rules
+from jobs.plan.render import nemo_rl_overrides, override_key, owned_keys, unsafe_interpolations, verl_overrides
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data"
 NEMO_RL_KEYS_VERSION = "0.5.0"
@@ -130,3 +131,23 @@ class OverrideRules(Rules):
                 self.error(EXTRA, f"item {i} ({key}=...) carries a credential: overrides reach "
                            "the RayJob's entrypoint, which the dashboard shows; give secrets to "
                            "the pods as Kubernetes Secrets (gke-grpo:hfToken, gke-grpo:wandbApiKey)")
+
+    def resolvers_in_overrides(self) -> None:
+        """OmegaConf resolvers beyond the allowlist of jobs/plan/interpolations.py, in
+        gke-grpo:job.extraOverrides (named by position and key) and in every value the renderer
+        writes from the stack config. Nothing of the value is echoed."""
+        s = self.spec
+        extras = set(s.extra_overrides)
+        for i, override in enumerate(s.extra_overrides):
+            for reason in refused_resolvers(str(override)):
+                key = redact(override_key(str(override))[1])
+                self.error(EXTRA, f"item {i} ({key}=...) uses {reason}: the trainer would resolve "
+                           "it when it reads its config, and a resolver that reads the environment "
+                           "or evaluates a string can copy a credential into the config the "
+                           "frameworks print and log")
+        rendered = verl_overrides(s) if s.framework == "verl" else nemo_rl_overrides(s)
+        own = tuple(o for o in rendered if o not in extras)
+        for key, reason in unsafe_interpolations(s, own):
+            self.error(JOB.rstrip("."), f"the rendered override {key} uses {reason}: a value of "
+                       "the stack config carries an OmegaConf interpolation; remove the ${...} "
+                       "from it")
