@@ -592,6 +592,82 @@ def build_nemo_rl(torch, spec: dict, device, checkpointing: bool):
     return model, optimizer, sum(p.numel() for p in model.parameters())
 
 
+def path_builds() -> list[tuple[str, bool, tuple[PathVariant, ...]]]:
+    """(wrapping, checkpointing, paths) in the order they run on each model."""
+    verl = VERL_PATHS + VERL_PADDED_PATHS
+    return [("verl", True, verl),
+            ("nemo-rl", True, NEMO_RL_PATHS),
+            ("verl", False, tuple(v for v in verl if v.name in WITHOUT_CHECKPOINTING)),
+            ("nemo-rl", False, tuple(v for v in NEMO_RL_PATHS if v.name in WITHOUT_CHECKPOINTING))]
+
+
+def responses_for(variant: PathVariant, lengths: tuple[int, ...]) -> tuple[int | None, ...]:
+    """The response lengths a path runs with: only verl's padded rows keep a response slice."""
+    return lengths if variant.framework == "verl" and not variant.remove_padding else (None,)
+
+
+def planner_path(framework: str, options: dict, response_length: int | None, sequence: int):
+    """The planner's LogProbPath (jobs/plan/logprob_paths.py) for a measured path, and whether
+    its log-prob pass computes the entropy."""
+    from jobs.plan.logprob_paths import LogProbPath
+
+    if framework == "nemo-rl":
+        return LogProbPath("nemo-rl", vocab_parallel=options["vocab_parallel"]), False
+    fraction = response_length / sequence if response_length else 1.0
+    path = LogProbPath("verl", remove_padding=options["remove_padding"], response_fraction=fraction,
+                       entropy_in_loss=options["entropy_coeff"] != 0,
+                       torch_compile=options["torch_compile"], chunking=options["chunking"],
+                       entropy_checkpointing=options["entropy_checkpointing"], fused=options["fused"])
+    return path, options["calculate_entropy"]
+
+
+def predict_paths(args) -> dict:
+    """The planner's predictions for every row a --paths run would measure (no GPU, no torch):
+    written and committed before the held-out run, as its check."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from jobs.plan.memory_model import path_estimate, replace_shape
+    from jobs.plan.model_shapes import shape_for
+
+    models = HOLDOUT_PATH_MODELS if args.holdout else PATH_MODELS
+    tokens_list = HOLDOUT_PATH_TOKENS if args.holdout else PATH_TOKENS
+    lengths = HOLDOUT_RESPONSE_LENGTHS if args.holdout else RESPONSE_LENGTHS
+    predictions = []
+    for spec in models:
+        shape = replace_shape(shape_for(spec["model"]), spec["layers_run"])
+        for wrapping, checkpointing, variants in path_builds():
+            for tokens in tokens_list:
+                for variant in variants:
+                    for response_length in responses_for(variant, lengths):
+                        rows, sequence = batch_shape(variant, tokens)
+                        path, entropy = planner_path(variant.framework, variant.options(),
+                                                     response_length, sequence)
+                        estimate = path_estimate(shape, path, phase=variant.phase,
+                                                 tokens=rows * sequence, checkpointing=checkpointing,
+                                                 entropy=entropy)
+                        predictions.append({
+                            "model": spec["model"], "layers_run": spec["layers_run"],
+                            "wrapping": wrapping, "gradient_checkpointing": checkpointing,
+                            "path": variant.name, "phase": variant.phase, "tokens": rows * sequence,
+                            "response_length": response_length,
+                            "predicted_peak_allocated": round(estimate),
+                            "predicted_gib": round(estimate / 2**30, 2)})
+    return {"what": "the planner's predicted peak allocated bytes (jobs/plan/memory_model.py "
+                    "path_estimate) of every row of a tools/calibrate_memory.py --paths"
+                    + (" --holdout" if args.holdout else "") + " run, written before it ran",
+            "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "command": " ".join(["python3", *sys.argv]), "predictions": predictions}
+
+
+def batch_shape(variant: PathVariant, tokens: int) -> tuple[int, int]:
+    """(rows, sequence) of a micro batch of about `tokens`: verl with padding removal packs one
+    row (dp_actor.py: input_ids_rmpad (1, total_nnz)); padded verl and NeMo RL take rows of
+    PADDED_SEQUENCE."""
+    if variant.framework == "verl" and variant.remove_padding:
+        return 1, tokens
+    sequence = min(PADDED_SEQUENCE, tokens)
+    return max(tokens // sequence, 1), sequence
+
+
 @dataclass
 class PathBatch:
     """One micro batch as the framework hands it to the model."""
@@ -604,11 +680,7 @@ class PathBatch:
     @classmethod
     def make(cls, torch, variant: PathVariant, tokens: int, vocab: int, device,
              response_length: int | None) -> PathBatch:
-        if variant.framework == "verl" and variant.remove_padding:
-            rows, sequence = 1, tokens          # dp_actor.py: input_ids_rmpad (1, total_nnz)
-        else:
-            sequence = min(PADDED_SEQUENCE, tokens)
-            rows = max(tokens // sequence, 1)
+        rows, sequence = batch_shape(variant, tokens)
         ids = torch.randint(0, vocab, (rows, sequence), device=device)
         position_ids = torch.arange(sequence, device=device).repeat(rows, 1)
         mask = None if variant.framework == "verl" and variant.remove_padding else \
@@ -811,16 +883,8 @@ class PathCalibration:
         if self.meter.cuda:
             self.torch.cuda.empty_cache()
 
-    def builds(self) -> list[tuple[str, bool, tuple[PathVariant, ...]]]:
-        """(wrapping, checkpointing, paths) in the order they run."""
-        verl = VERL_PATHS + VERL_PADDED_PATHS
-        return [("verl", True, verl),
-                ("nemo-rl", True, NEMO_RL_PATHS),
-                ("verl", False, tuple(v for v in verl if v.name in WITHOUT_CHECKPOINTING)),
-                ("nemo-rl", False, tuple(v for v in NEMO_RL_PATHS if v.name in WITHOUT_CHECKPOINTING))]
-
     def calibrate_model(self, spec: dict) -> None:
-        for wrapping, checkpointing, variants in self.builds():
+        for wrapping, checkpointing, variants in path_builds():
             if self.over_budget():
                 self.result["skipped"].append({"model": spec["model"], "layers_run": spec["layers_run"],
                                                "wrapping": wrapping, "gradient_checkpointing": checkpointing,
@@ -879,8 +943,7 @@ class PathCalibration:
         self.save()
 
     def responses(self, variant: PathVariant) -> tuple[int | None, ...]:
-        padded_verl = variant.framework == "verl" and not variant.remove_padding
-        return self.response_lengths if padded_verl else (None,)
+        return responses_for(variant, self.response_lengths)
 
     def step(self, model, optimizer, spec: dict, variant: PathVariant) -> None:
         """One training step of `variant` (a training path), optimizer step included."""
@@ -1023,10 +1086,12 @@ def arguments(argv) -> argparse.Namespace:
                         help="flash-attn 2.8.3's flash_attn/ops/triton/cross_entropy.py")
     parser.add_argument("--nemo-rl-src", type=Path,
                         help="a directory holding NeMo RL v0.5.0's nemo_rl/ (its git tag)")
+    parser.add_argument("--predict", action="store_true",
+                        help="with --paths: the planner's predictions of its rows (no GPU)")
     parser.add_argument("--budget-s", type=float, default=480.0,
                         help="start no new configuration after this many seconds")
     args = parser.parse_args(argv)
-    if args.paths and not (args.verl_src and args.flash_attn_ce and args.nemo_rl_src):
+    if args.paths and not args.predict and not (args.verl_src and args.flash_attn_ce and args.nemo_rl_src):
         parser.error("--paths needs --verl-src, --flash-attn-ce and --nemo-rl-src")
     return args
 
@@ -1034,6 +1099,10 @@ def arguments(argv) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = arguments(argv)
     started = time.monotonic()
+    if args.predict:
+        args.out.write_text(json.dumps(predict_paths(args), indent=1) + "\n")
+        log(f"predictions -> {args.out}")
+        return 0
 
     import torch
     import torch.distributed as dist

@@ -12,13 +12,11 @@ from jobs.cli import preflight as preflight_cli
 from jobs.plan import gpu_memory as memory_plan
 from jobs.plan.gpu_memory import (
     GIB,
-    calibration_estimate,
     load_gpu_memory,
     memory_findings,
     plan_for_spec,
-    reference_estimate,
-    replace_shape,
 )
+from jobs.plan.memory_model import calibration_estimate, reference_estimate, replace_shape
 from jobs.plan.model_shapes import shape_for
 from jobs.plan.preflight import check
 from tests.conftest import ROOT
