@@ -1,11 +1,16 @@
 """GPU benchmark (not a test): peak memory of one GRPO-style training step on one GPU, for the
-memory planner (jobs/plan/gpu_memory.py). Writes data/memory-calibration-<gpu>.json.
+memory planner (jobs/plan/gpu_memory.py, memory_model.py, logprob_paths.py). Writes
+data/memory-calibration-<gpu>*.json (docs/memory-planner.md, "Recalibrating").
 
     python3 tools/calibrate_memory.py --out data/memory-calibration-h200.json   # on one H200
     python3 tools/calibrate_memory.py --smoke --out /tmp/smoke.json             # CPU, tiny model
+    python3 tools/calibrate_memory.py --paths --verl-src D --flash-attn-ce F --nemo-rl-src D \
+        --out data/memory-calibration-h200-paths.json     # each framework's own log-prob path
+    python3 tools/calibrate_memory.py --paths --holdout --predict --out ...    # no GPU
 
-Needs torch and transformers (the H200 image has both; nothing here is installed or downloaded).
-What one measurement is:
+Needs torch and transformers (the H200 image has both; nothing here is installed or downloaded);
+--paths also Triton and the frameworks' source files (the section "The frameworks' own log-prob
+and loss paths" below). What one measurement of the first calibration is:
 - a real Qwen2 architecture (transformers' Qwen2ForCausalLM) built from a Qwen2.5 config with
   random weights; where the full model would not fit one GPU, fewer layers (the planner scales
   per layer, so a layer-reduced model measures the same per-layer and fixed terms);

@@ -395,12 +395,18 @@ def format_plan(plan: MemoryPlan) -> str:
     return "\n".join(lines)
 
 
-def _key_to_change(plan: MemoryPlan) -> str:
+# Terms that grow with a micro batch's tokens.
+_PER_TOKEN_WORDS = ("activations", "logits", "log-prob", "entropy", "recomputed", "intermediates")
+
+
+def _key_to_change(plan: MemoryPlan, spec: GrpoSpec) -> str:
     labels = " ".join(t.label for t in plan.peak.terms if t.bytes >= 0.25 * plan.peak.total)
     if "vLLM" in labels:
         return "gke-grpo:job.rolloutGpuMemoryUtilization"
-    if "activations" in labels or "logits" in labels:
-        return ("gke-grpo:job.logProbMicroBatchSizePerGpu" if "log-prob" in labels
+    if any(word in labels for word in _PER_TOKEN_WORDS):
+        if spec.framework == "verl" and spec.dynamic_batch_size:
+            return "gke-grpo:job.maxTokensPerGpu"      # every micro batch holds up to it
+        return ("gke-grpo:job.logProbMicroBatchSizePerGpu" if "log-prob pass" in plan.peak.role
                 else "gke-grpo:job.microBatchSizePerGpu")
     return "gke-grpo:gpu.nodes"
 
@@ -423,12 +429,12 @@ def memory_findings(spec: GrpoSpec, memory_check: str = "enforce") -> list[Findi
     where = f"{peak.role} needs ~{_gib(peak.total)} per GPU, {plan.fraction:.0%} of {_gib(total)}"
     if plan.fraction > 1:
         level: Literal["error", "warning"] = "error" if memory_check == "enforce" else "warning"
-        findings.append(Finding(level, _key_to_change(plan),
+        findings.append(Finding(level, _key_to_change(plan, spec),
                                 f"will not fit: {where}; lower it (or enable activation "
                                 "checkpointing, add tensor parallelism or GPUs); "
                                 f"{MEMORY_CHECK_KEY}: warn runs it anyway\n" + format_plan(plan)))
     elif plan.fraction > WARN_FRACTION:
-        findings.append(Finding("warning", _key_to_change(plan),
+        findings.append(Finding("warning", _key_to_change(plan, spec),
                                 f"tight: {where} (above {WARN_FRACTION:.0%})\n" + format_plan(plan)))
     kv = plan.kv
     if kv is not None:

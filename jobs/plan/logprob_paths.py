@@ -2,8 +2,8 @@
 logits of one micro batch cost per GPU in a training step and in a no-grad log-prob pass
 (docs/memory-planner.md, "Each framework's log-prob path").
 
-    LogProbPath("verl", remove_padding=..., ...)      # jobs/plan/gpu_memory.py reads the options
-    path.training_logits(shape, tokens, tp)     # [(label, bytes, basis)]
+    path = LogProbPath("verl", remove_padding=..., ...)   # gpu_memory.py reads the options
+    path.training_logits(shape, tokens, tp)               # [(label, bytes, basis)]
     path.logprob_logits(shape, tokens, tp, entropy)
 
 The figures are fits over tools/calibrate_memory.py --paths on one H200
@@ -96,7 +96,9 @@ class LogProbPath:
     entropy_in_loss: bool = False       # verl actor.entropy_coeff != 0 or actor.calculate_entropy
     torch_compile: bool = True          # verl actor.use_torch_compile
     chunking: bool = False              # verl actor.entropy_from_logits_with_chunking
-    entropy_checkpointing: bool = False  # verl actor.entropy_checkpointing
+    # verl actor.entropy_checkpointing: read, and measured to change no peak (the compiled
+    # entropy keeps nothing the size of the logits for backward either way).
+    entropy_checkpointing: bool = False
     fused: bool = False                 # verl model.use_fused_kernels
     fused_backend: str = "torch"        # verl model.fused_kernel_options.impl_backend
     vocab_parallel: bool = False        # NeMo RL under TP > 1
