@@ -5,8 +5,9 @@ anything runs (docs/memory-planner.md).
     memory_findings(spec) -> list[Finding]   # warn above 85 % of the GPU, refuse above 100 %
     format_plan(plan) -> str                 # the breakdown preflight prints
 
-The training estimate is calibrated on a real H200 (tools/calibrate_memory.py ->
-data/memory-calibration-h200.json; tests/jobs/plan/test_gpu_memory.py requires every committed
+The training and log-prob estimates (jobs/plan/memory_model.py, each framework's own log-prob
+path in jobs/plan/logprob_paths.py) are calibrated on a real H200 (tools/calibrate_memory.py ->
+data/memory-calibration-h200*.json; tests/jobs/plan/test_gpu_memory.py requires every committed
 measurement reproduced within 10 %). The per-GPU split (FSDP shards, tensor parallelism), the
 phases the frameworks put on one GPU and vLLM's pool follow the frameworks' documented
 behaviour and are not measured here (one GPU: no sharding); each term says which it is.
@@ -16,7 +17,6 @@ Stdlib + PyYAML (through jobs/plan/model_shapes.py): it runs in preflight and on
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +26,16 @@ from typing import TYPE_CHECKING, Literal
 
 import yaml
 
+from jobs.plan.logprob_paths import LogProbPath
+from jobs.plan.memory_model import (
+    ALLOCATOR_BASE_BYTES,
+    BF16,
+    GIB,
+    ROOT_BYTES_PER_PARAM,
+    Term,
+    actor_step_terms,
+    logprob_terms,
+)
 from jobs.plan.model_shapes import ModelShape, shape_for
 
 if TYPE_CHECKING:
@@ -33,48 +43,12 @@ if TYPE_CHECKING:
     from jobs.plan.findings import Finding
 
 GPU_MEMORY_FILE = Path(__file__).resolve().parents[2] / "data" / "gpu-memory.yaml"
-GIB = 2**30
 WARN_FRACTION = 0.85
 MEMORY_CHECK_KEY = "gke-grpo:job.memoryCheck"
 MEMORY_CHECK_MODES = ("enforce", "warn")
-
-# ---- calibrated on one H200 (data/memory-calibration-h200.json, 2026-12-01) ---------------------
-# Least-squares fits over the measured rows (docs/memory-planner.md shows the residuals):
-# fp32 parameters + AdamW exp_avg + exp_avg_sq, resident between steps (12.30-12.69 bytes/param
-# measured at step start = 12 + the root unit left gathered, below).
-STATE_BYTES_PER_PARAM = 12
-# fp32 gradients, present from backward to optimizer step.
-GRAD_BYTES_PER_PARAM = 4
-# torch AdamW's default foreach step allocates one fp32 temporary per parameter
-# (_foreach_sqrt of exp_avg_sq): the optimizer step peaked at 20.01-20.17 bytes/param.
-FOREACH_TEMP_BYTES_PER_PARAM = 4
-# Logits of a training micro batch, per token per vocabulary entry: bf16 logits, their fp32
-# log-softmax and its gradient (fit 12.22).
-TRAIN_LOGIT_BYTES = 12.22
-# Logits of a no-grad log-prob pass: bf16 logits + fp32 copy + fp32 log-softmax (fit 10.00).
-LOGPROB_LOGIT_BYTES = 10.0
-# Activations kept per token per layer, in bytes per hidden unit / intermediate unit:
-# with gradient checkpointing (each layer's bf16 input; fit 1.82 x hidden) and without
-# (fit 22.10 x hidden + 7.67 x intermediate; counting the tensors HF's Qwen2 layer saves gives
-# about 20 x hidden + 8 x intermediate).
-CHECKPOINTED_BYTES_PER_HIDDEN = 1.82
-FULL_BYTES_PER_HIDDEN = 22.10
-FULL_BYTES_PER_INTERMEDIATE = 7.67
-# The root FSDP unit (the LM head, or the tied embedding) stays gathered in bf16 after a
-# no-grad forward (FSDP2 does not reshard the root after forward) and the last unit's bf16
-# gradient is live at the end of backward: 2 bytes x vocab x hidden each (measured within 1 %).
-ROOT_BYTES_PER_PARAM = 2
-# Allocations outside the model (NCCL, RNG, buffers): 70-156 MB measured.
-ALLOCATOR_BASE_BYTES = 128 * 2**20
 # Device memory outside PyTorch's allocator: CUDA context and libraries, per process
-# (mem_get_info used - memory_reserved: 0.82-0.83 GiB measured).
+# (mem_get_info used - memory_reserved: 0.82-0.83 GiB measured on the H200).
 CUDA_CONTEXT_BYTES = int(0.83 * GIB)
-
-# ---- not measured here (one GPU): documented behaviour, marked as estimates ---------------------
-# FSDP over N > 1 GPUs: two gathered bf16 units in flight (prefetch) plus one unit's bf16
-# gradient and its fp32 reduce-scatter input: (2 x 2 + 2 + 4) bytes x the largest decoder layer.
-FSDP_BUFFER_BYTES_PER_LAYER_PARAM = 10
-BF16 = 2
 
 
 @dataclass(frozen=True)
@@ -91,13 +65,6 @@ def load_gpu_memory(path: Path | None = None) -> dict[str, GpuMemory]:
     return {key: GpuMemory(gpu_type=key, name=str(row["name"]), total_bytes=int(row["total_bytes"]),
                            measured=row.get("measured"))
             for key, row in document["gpus"].items()}
-
-
-@dataclass(frozen=True)
-class Term:
-    label: str
-    bytes: float
-    basis: str = "calibrated"        # calibrated (H200 fit) | arithmetic | framework | estimate
 
 
 @dataclass(frozen=True)
@@ -146,105 +113,6 @@ class MemoryPlan:
     @property
     def fraction(self) -> float:
         return self.peak.total / self.gpu.total_bytes
-
-
-# ------------------------------------------------------------------------------------------------
-# The calibrated training model (one FSDP actor; pure arithmetic, checked against the H200 data)
-# ------------------------------------------------------------------------------------------------
-
-
-def layer_parameters(shape: ModelShape) -> int:
-    h, kv = shape.hidden_size, shape.kv_heads * shape.head_dim
-    return 2 * h * h + h + 2 * (h * kv + kv) + 3 * h * shape.intermediate_size + 2 * h
-
-
-def root_parameters(shape: ModelShape) -> int:
-    """The root FSDP unit's big matrix: the LM head, or the embedding it is tied to (verl's
-    apply_fsdp2 wraps each decoder layer and an untied embedding separately)."""
-    return shape.vocab_size * shape.hidden_size
-
-
-def activation_bytes_per_token(shape: ModelShape, checkpointing: bool, tp: int = 1) -> float:
-    """Saved activations of all layers for one token. Tensor parallelism splits the
-    intermediate width; the hidden-width tensors are kept whole (no sequence parallelism)."""
-    if checkpointing:
-        per_layer = CHECKPOINTED_BYTES_PER_HIDDEN * shape.hidden_size
-    else:
-        per_layer = (FULL_BYTES_PER_HIDDEN * shape.hidden_size
-                     + FULL_BYTES_PER_INTERMEDIATE * shape.intermediate_size / tp)
-    return shape.layers * per_layer
-
-
-def actor_step_terms(shape: ModelShape, *, shards: int, tokens: int, checkpointing: bool,
-                     tp: int = 1, sequence_parallel: int = 1, offload_params: bool = False,
-                     offload_optimizer: bool = False) -> dict[str, tuple[Term, ...]]:
-    """Per-GPU terms of one FSDP training step: 'forward_backward' and 'optimizer_step'.
-    shards: GPUs over which every parameter is split (FSDP x TP); tokens: one micro batch."""
-    p = shape.parameters / shards
-    root = ROOT_BYTES_PER_PARAM * root_parameters(shape) / tp
-    per_gpu_tokens = tokens / sequence_parallel
-    params_bytes = 0 if offload_params else 4 * p
-    optim_bytes = 0 if offload_optimizer else (STATE_BYTES_PER_PARAM - 4) * p
-    base = [Term(f"fp32 parameters (1/{shards} each)", params_bytes),
-            Term("AdamW exp_avg + exp_avg_sq (fp32)", optim_bytes),
-            Term("allocator base (NCCL, buffers)", ALLOCATOR_BASE_BYTES)]
-    if shards > 1:
-        base.append(Term("FSDP gather/reduce buffers (2 layers in flight)",
-                         FSDP_BUFFER_BYTES_PER_LAYER_PARAM * layer_parameters(shape) / tp,
-                         "estimate"))
-    activations = per_gpu_tokens * activation_bytes_per_token(shape, checkpointing, tp)
-    logits = per_gpu_tokens * shape.vocab_size / tp * TRAIN_LOGIT_BYTES
-    grads = GRAD_BYTES_PER_PARAM * p
-    gathered_root = Term("root unit gathered in bf16 (LM head / tied embedding)", root)
-    ckpt = "with" if checkpointing else "without"
-    early = activations + logits
-    late = grads + root
-    if early >= late:
-        backward = (Term(f"activations, {int(per_gpu_tokens):,} tokens {ckpt} checkpointing",
-                         activations),
-                    Term(f"logits + log-softmax, {int(per_gpu_tokens):,} tokens x "
-                         f"{shape.vocab_size:,}", logits))
-    else:
-        backward = (Term("fp32 gradients (end of backward)", grads),
-                    Term("last unit's bf16 gradient", root))
-    optimizer = (Term("fp32 gradients", grads),
-                 Term("AdamW foreach temporary (fp32)", FOREACH_TEMP_BYTES_PER_PARAM * p))
-    if offload_optimizer:
-        optimizer = (Term("fp32 gradients", grads), Term("optimizer step on CPU", 0, "framework"))
-    return {
-        "forward_backward": (*base, gathered_root, *backward),
-        "optimizer_step": tuple(base) + optimizer,
-    }
-
-
-def logprob_terms(shape: ModelShape, *, shards: int, tokens: int, tp: int = 1,
-                  sequence_parallel: int = 1) -> tuple[Term, ...]:
-    """The transient of a no-grad log-prob forward (actor or reference) on top of what the
-    model keeps resident."""
-    per_gpu_tokens = tokens / sequence_parallel
-    return (Term("root unit gathered in bf16", ROOT_BYTES_PER_PARAM * root_parameters(shape) / tp),
-            Term(f"log-prob logits, {int(per_gpu_tokens):,} tokens x {shape.vocab_size:,}",
-                 per_gpu_tokens * shape.vocab_size / tp * LOGPROB_LOGIT_BYTES))
-
-
-def calibration_estimate(shape: ModelShape, tokens: int, checkpointing: bool) -> dict[str, float]:
-    """What the planner predicts for one calibration row (one GPU, no sharding): the peak
-    allocated bytes of each measured phase."""
-    step = actor_step_terms(shape, shards=1, tokens=tokens, checkpointing=checkpointing)
-    resident = (STATE_BYTES_PER_PARAM * shape.parameters + ALLOCATOR_BASE_BYTES)
-    return {
-        "forward_backward": sum(t.bytes for t in step["forward_backward"]),
-        "optimizer_step": sum(t.bytes for t in step["optimizer_step"]),
-        "logprob_forward": resident + sum(t.bytes for t in logprob_terms(shape, shards=1,
-                                                                          tokens=tokens)),
-    }
-
-
-def reference_estimate(shape: ModelShape, tokens: int) -> float:
-    """Peak allocated bytes of a bf16 reference model (one GPU) during a no-grad log-prob
-    forward: its bf16 parameters, the root unit gathered, the logits."""
-    return (BF16 * shape.parameters + ALLOCATOR_BASE_BYTES
-            + sum(t.bytes for t in logprob_terms(shape, shards=1, tokens=tokens)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -335,12 +203,32 @@ def plan_for_spec(spec: GrpoSpec, gpus: dict[str, GpuMemory] | None = None) -> M
     return None
 
 
+def verl_path(values: dict[str, str], response_fraction: float) -> LogProbPath:
+    """verl's log-prob path from the rendered overrides, with verl 0.7.1's defaults
+    (verl/trainer/config/actor/actor.yaml, actor/dp_actor.yaml, model/hf_model.yaml). The loss
+    computes the entropy when actor.entropy_coeff != 0 or actor.calculate_entropy (dp_actor.py
+    update_policy)."""
+    a, m = "actor_rollout_ref.actor.", "actor_rollout_ref.model."
+    return LogProbPath(
+        "verl", remove_padding=_override_bool(values, m + "use_remove_padding", False),
+        response_fraction=response_fraction,
+        entropy_in_loss=(_override_float(values, a + "entropy_coeff", 0.0) != 0
+                         or _override_bool(values, a + "calculate_entropy", False)),
+        torch_compile=_override_bool(values, a + "use_torch_compile", True),
+        chunking=_override_bool(values, a + "entropy_from_logits_with_chunking", False),
+        entropy_checkpointing=_override_bool(values, a + "entropy_checkpointing", False),
+        fused=_override_bool(values, m + "use_fused_kernels", False),
+        fused_backend=values.get(m + "fused_kernel_options.impl_backend", "torch"))
+
+
 def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
                values: dict[str, str]) -> MemoryPlan:
     # verl (jobs/plan/render.py): FSDP2 over every GPU, gradient checkpointing rendered on, the
     # reference model a separate bf16 FSDP module (fsdp_workers.py builds non-actor roles in
     # bf16), vLLM colocated with its weights and KV cache released between rollouts
-    # (free_cache_engine / sleep mode).
+    # (free_cache_engine / sleep mode). Each step: the actor's old log-probs with the entropy
+    # (fsdp_workers.py compute_log_prob: calculate_entropy = not is_lora), the reference's
+    # log-probs, then update_policy.
     n = spec.total_gpus
     a = "actor_rollout_ref."
     sp = max(_override_int(values, a + "actor.ulysses_sequence_parallel_size", 1), 1)
@@ -348,8 +236,9 @@ def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
     offload_params = _override_bool(values, a + "actor.fsdp_config.param_offload", False)
     offload_optim = _override_bool(values, a + "actor.fsdp_config.optimizer_offload", False)
     ref_offload = _override_bool(values, a + "ref.fsdp_config.param_offload", False)
+    path = verl_path(values, spec.max_response_length / max(sequence, 1))
     p = shape.parameters / n
-    root = ROOT_BYTES_PER_PARAM * root_parameters(shape)
+    root = ROOT_BYTES_PER_PARAM * path.root_parameters(shape)
     actor_resident = (
         Term("actor fp32 parameters", 0 if offload_params else 4 * p),
         Term("actor AdamW states", 0 if offload_optim else 8 * p),
@@ -368,13 +257,17 @@ def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
     if _override_bool(values, a + "actor.use_dynamic_bsz", False):
         # A dynamic micro batch holds up to the token budget per GPU, times the Ulysses size
         # (verl/workers/actor/dp_actor.py, 0.7.1: ppo_max_token_len_per_gpu *
-        # ulysses_sequence_parallel_size); the log-prob passes follow the actor's budget.
-        budget = _override_int(values, a + "actor.ppo_max_token_len_per_gpu", 16384) * sp
-        train_tokens = lp_tokens = max(budget, sequence)
-    step = actor_step_terms(shape, shards=n, tokens=train_tokens,
+        # ulysses_sequence_parallel_size); the log-prob passes' budget defaults to the actor's
+        # (rollout.log_prob_max_token_len_per_gpu, verl/trainer/config/rollout/rollout.yaml).
+        budget = _override_int(values, a + "actor.ppo_max_token_len_per_gpu", 16384)
+        lp_budget = _override_int(values, a + "rollout.log_prob_max_token_len_per_gpu", budget)
+        train_tokens, lp_tokens = max(budget * sp, sequence), max(lp_budget * sp, sequence)
+    step = actor_step_terms(shape, path=path, shards=n, tokens=train_tokens,
                             checkpointing=checkpointing, sequence_parallel=sp,
                             offload_params=offload_params, offload_optimizer=offload_optim)
-    lp = logprob_terms(shape, shards=n, tokens=lp_tokens, sequence_parallel=sp)
+    old_lp = logprob_terms(shape, path=path, shards=n, tokens=lp_tokens, entropy=True,
+                           sequence_parallel=sp)
+    ref_lp = logprob_terms(shape, path=path, shards=n, tokens=lp_tokens, sequence_parallel=sp)
     tp = max(_override_int(values, a + "rollout.tensor_model_parallel_size",
                   spec.rollout_tensor_parallel_size), 1)
     utilization = _override_float(values, a + "rollout.gpu_memory_utilization",
@@ -387,16 +280,19 @@ def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
     phases = (
         _phase("rollout: vLLM + resident actor and reference", actor_resident, ref, context,
                vllm_terms(kv)),
-        # The reference's pass (the later one): the actor's root is left gathered by its own
-        # pass, the reference gathers its root (in lp) and holds its logits.
-        _phase("log-prob pass (reference, after the actor's) + vLLM asleep", actor_resident,
-               (ref_weights,), lp, context, asleep),
+        # The actor's pass: its root is already counted as resident; the reference's root is
+        # left gathered by the last step's reference pass.
+        _phase("actor log-prob pass (old log-probs + entropy) + reference + vLLM asleep",
+               actor_resident, ref, old_lp[1:], context, asleep),
+        # The reference's pass: it gathers its root (in ref_lp) and holds its logits.
+        _phase("reference log-prob pass + vLLM asleep", actor_resident, (ref_weights,), ref_lp,
+               context, asleep),
         _phase("actor forward+backward + reference + vLLM asleep", step["forward_backward"], ref,
                context, asleep),
         _phase("actor optimizer step + reference + vLLM asleep", step["optimizer_step"], ref,
                context, asleep),
     )
-    return MemoryPlan(spec.model, gpu, "verl", phases, kv)
+    return MemoryPlan(spec.model, gpu, "verl", phases, kv, path.notes())
 
 
 def _plan_nemo_rl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
@@ -424,14 +320,19 @@ def _plan_nemo_rl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: i
     sequence = _override_int(values, "policy.max_total_sequence_length", sequence)
     micro = _override_int(values, "policy.train_micro_batch_size", spec.micro_batch_size_per_gpu)
     lp_micro = _override_int(values, "policy.logprob_batch_size", spec.log_prob_micro_batch_size_per_gpu)
-    step = actor_step_terms(shape, shards=train_gpus, tokens=micro * sequence,
+    if "policy.logprob_chunk_size" in values:
+        notes.append("policy.logprob_chunk_size: chunked log-probs are not modelled; the "
+                     "unchunked estimate is shown")
+    # Vocab-parallel log-probs under TP (DistributedLogprob on each GPU's vocabulary shard).
+    path = LogProbPath("nemo-rl", vocab_parallel=tp > 1)
+    step = actor_step_terms(shape, path=path, shards=train_gpus, tokens=micro * sequence,
                             checkpointing=checkpointing, tp=tp, sequence_parallel=cp,
                             offload_params=cpu_offload, offload_optimizer=cpu_offload)
     p = shape.parameters / train_gpus
     resident = (Term("policy fp32 parameters", 0 if cpu_offload else 4 * p),
                 Term("policy AdamW states", 0 if cpu_offload else 8 * p),
                 Term("allocator base", ALLOCATOR_BASE_BYTES))
-    lp = logprob_terms(shape, shards=train_gpus, tokens=lp_micro * sequence, tp=tp,
+    lp = logprob_terms(shape, path=path, shards=train_gpus, tokens=lp_micro * sequence, tp=tp,
                        sequence_parallel=cp)
     context = (Term("policy worker CUDA context", CUDA_CONTEXT_BYTES),)
     g = "policy.generation.vllm_cfg."
@@ -494,12 +395,18 @@ def format_plan(plan: MemoryPlan) -> str:
     return "\n".join(lines)
 
 
-def _key_to_change(plan: MemoryPlan) -> str:
+# Terms that grow with a micro batch's tokens.
+_PER_TOKEN_WORDS = ("activations", "logits", "log-prob", "entropy", "recomputed", "intermediates")
+
+
+def _key_to_change(plan: MemoryPlan, spec: GrpoSpec) -> str:
     labels = " ".join(t.label for t in plan.peak.terms if t.bytes >= 0.25 * plan.peak.total)
     if "vLLM" in labels:
         return "gke-grpo:job.rolloutGpuMemoryUtilization"
-    if "activations" in labels or "logits" in labels:
-        return ("gke-grpo:job.logProbMicroBatchSizePerGpu" if "log-prob" in labels
+    if any(word in labels for word in _PER_TOKEN_WORDS):
+        if spec.framework == "verl" and spec.dynamic_batch_size:
+            return "gke-grpo:job.maxTokensPerGpu"      # every micro batch holds up to it
+        return ("gke-grpo:job.logProbMicroBatchSizePerGpu" if "log-prob pass" in plan.peak.role
                 else "gke-grpo:job.microBatchSizePerGpu")
     return "gke-grpo:gpu.nodes"
 
@@ -522,12 +429,12 @@ def memory_findings(spec: GrpoSpec, memory_check: str = "enforce") -> list[Findi
     where = f"{peak.role} needs ~{_gib(peak.total)} per GPU, {plan.fraction:.0%} of {_gib(total)}"
     if plan.fraction > 1:
         level: Literal["error", "warning"] = "error" if memory_check == "enforce" else "warning"
-        findings.append(Finding(level, _key_to_change(plan),
+        findings.append(Finding(level, _key_to_change(plan, spec),
                                 f"will not fit: {where}; lower it (or enable activation "
                                 "checkpointing, add tensor parallelism or GPUs); "
                                 f"{MEMORY_CHECK_KEY}: warn runs it anyway\n" + format_plan(plan)))
     elif plan.fraction > WARN_FRACTION:
-        findings.append(Finding("warning", _key_to_change(plan),
+        findings.append(Finding("warning", _key_to_change(plan, spec),
                                 f"tight: {where} (above {WARN_FRACTION:.0%})\n" + format_plan(plan)))
     kv = plan.kv
     if kv is not None:
@@ -547,15 +454,3 @@ def memory_findings(spec: GrpoSpec, memory_check: str = "enforce") -> list[Findi
                 f"step puts {kv.sequences_per_replica:,} sequences x {kv.max_sequence_tokens:,} "
                 f"tokens on it: it generates in waves (slower, not an error)"))
     return findings
-
-
-def replace_shape(shape: ModelShape, layers: int) -> ModelShape:
-    """`shape` with fewer layers (the calibration's layer-reduced models), parameters recounted."""
-    from jobs.plan.model_shapes import parameter_count
-
-    params = parameter_count(layers=layers, hidden_size=shape.hidden_size,
-                             attention_heads=shape.attention_heads, kv_heads=shape.kv_heads,
-                             intermediate_size=shape.intermediate_size,
-                             vocab_size=shape.vocab_size,
-                             tie_word_embeddings=shape.tie_word_embeddings)
-    return dataclasses.replace(shape, layers=layers, parameters=params)
