@@ -27,7 +27,8 @@ from jobs.cli.run_cost import RunCost
 from jobs.cli.timeline import Timeline
 
 TIMELINE_ROWS = (("prepare", "data preparation", "tab:purple"), ("gpu_wait", "waiting for GPUs", "tab:gray"),
-                 ("health", "health check", "tab:olive"), ("trainer", "trainer", "tab:blue"))
+                 ("health", "health check", "tab:olive"), ("trainer", "trainer", "tab:blue"),
+                 ("export", "export", "tab:brown"), ("evaluate", "evaluation", "tab:cyan"))
 
 
 @dataclass
@@ -176,7 +177,7 @@ def timeline_figure(inputs: ReportInputs) -> Figure | None:
                            facecolors=color, alpha=0.85)
             if kind == "trainer":
                 ax.text(h(iv.begin), row + 0.42, f"a{iv.attempt}/s{iv.start}", fontsize=7, va="bottom")
-    trainer_row = len(TIMELINE_ROWS) - 1
+    trainer_row = [kind for kind, _, _ in TIMELINE_ROWS].index("trainer")
     restart_times = [r.time for r in tl.restarts] or [
         iv.end for iv in tl.trainer_starts() if iv.end is not None and iv.end_event is not None
         and iv.end_event.extra.get("exit_code") not in (0, None)]
@@ -210,7 +211,8 @@ def goodput_figure(g: Goodput) -> Figure | None:
     left = 0.0
     colors = {"productive": "tab:green", "gpu_wait": "tab:gray", "data_prep": "tab:purple",
               "health_check": "tab:olive", "restarts": "tab:red", "checkpoint_save": "black",
-              "validation": "tab:cyan", "trainer_startup": "tab:blue", "other": "lightgray"}
+              "validation": "tab:cyan", "trainer_startup": "tab:blue", "export_evaluate": "tab:brown",
+              "other": "lightgray"}
     for bucket in ("productive", *BUCKETS):
         share = 100 * (g.share(bucket) or 0.0)
         if share <= 0:
