@@ -35,6 +35,8 @@ EXPORT_FORMAT = 1
 EVAL_DIR = "eval"
 EVAL_FILE = "eval.json"
 BASE_LABEL = "base"
+# One line per evaluated model in the Ray job's log (jobs/head/evaluate.py), read back by `status`.
+EVAL_RESULT_MARKER = "[jobs.evaluate] RESULT "
 _STEP_LABEL = re.compile(r"^step-(\d+)$")
 # What a Hugging Face model directory needs to be loaded by transformers and vLLM.
 REQUIRED_FILES = ("config.json",)

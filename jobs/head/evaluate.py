@@ -48,6 +48,7 @@ from jobs.contract.exit_codes import ExitCode
 from jobs.contract.exports import (
     BASE_LABEL,
     EVAL_FILE,
+    EVAL_RESULT_MARKER,
     EXPORTS_ROOT,
     eval_result_path,
     export_state,
@@ -58,7 +59,6 @@ from jobs.contract.gsm8k_scoring import Scorer, ScorerUnavailable, scorer_for, w
 from jobs.contract.records import run_dir as run_directory
 
 LOG_PREFIX = "[evaluate]"
-RESULT_MARKER = "[jobs.evaluate] RESULT "
 EVAL_VERSION = 1
 DETAILS_FILE = "details.jsonl"
 SEED = 0
@@ -349,7 +349,7 @@ def run_evaluation(args: argparse.Namespace, generator: Generator, out=None) -> 
               file=out, flush=True)
         summary = {k: doc[k] for k in ("label", "step", "accuracy", "ci95", "correct", "total",
                                        "rule", "seconds", "started", "ended")}
-        print(RESULT_MARKER + json.dumps(summary, sort_keys=True), file=out, flush=True)
+        print(EVAL_RESULT_MARKER + json.dumps(summary, sort_keys=True), file=out, flush=True)
         results.append(doc)
     return results
 
