@@ -66,7 +66,7 @@ def _accuracy(doc: dict[str, Any]) -> str:
     return f"{doc['accuracy']:.1%} [{low:.1%}, {high:.1%}]"
 
 
-def _name(doc: dict[str, Any]) -> str:
+def _model_label(doc: dict[str, Any]) -> str:
     return "base" if doc["label"] == BASE_LABEL else f"step {parse_step_label(doc['label'])}"
 
 
@@ -83,7 +83,7 @@ def eval_status_rows(results: list[dict[str, Any]], training_reward: float | Non
     if base is not None:
         parts.append(f"base {_accuracy(base)}")
     if last is not None:
-        text = f"{_name(last)} {_accuracy(last)}"
+        text = f"{_model_label(last)} {_accuracy(last)}"
         if base is not None:
             text += f" ({100 * (last['accuracy'] - base['accuracy']):+.1f} pts)"
         parts.append(text)
@@ -94,11 +94,11 @@ def eval_status_rows(results: list[dict[str, Any]], training_reward: float | Non
         detail += f"; training reward {training_reward:.3f}"
     rows = [("gsm8k test", " -> ".join(parts) + f" ({detail})")]
     if len(steps) > 1:
-        rows.append(("per step", ", ".join(f"{_name(d)} {d['accuracy']:.1%}" for d in steps)))
+        rows.append(("per step", ", ".join(f"{_model_label(d)} {d['accuracy']:.1%}" for d in steps)))
     return rows
 
 
-def _e(value: Any) -> str:
+def _escape(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
@@ -112,8 +112,8 @@ def eval_section_html(results: list[dict[str, Any]], *, model: str | None,
                 "a completed trainer (gke-grpo:job.evaluate), results under eval/.</p>")
     rows = []
     for doc in results:
-        rows.append("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in (
-            _name(doc), f"{doc['accuracy']:.2%}", f"[{doc['ci95'][0]:.2%}, {doc['ci95'][1]:.2%}]",
+        rows.append("<tr>" + "".join(f"<td>{_escape(v)}</td>" for v in (
+            _model_label(doc), f"{doc['accuracy']:.2%}", f"[{doc['ci95'][0]:.2%}, {doc['ci95'][1]:.2%}]",
             f"{doc.get('correct')}/{doc.get('total')}", doc.get("truncated", "-"),
             f"{doc.get('seconds', 0):.0f} s")) + "</tr>")
     first = results[-1]
@@ -128,22 +128,22 @@ def eval_section_html(results: list[dict[str, Any]], *, model: str | None,
     if stage_hours is not None:
         beside.append(f"export + evaluation: {stage_hours:.2f} node-hours"
                       + (f", {stage_cost}" if stage_cost else "") + " (counted in the cost so far)")
-    parts.append("<p class=\"sub\">" + _e("; ".join(beside)) + "</p>" if beside else "")
+    parts.append("<p class=\"sub\">" + _escape("; ".join(beside)) + "</p>" if beside else "")
     dataset = first.get("dataset") or {}
-    parts.append(f'<p class="sub">GSM8K {_e(dataset.get("split", "test"))} split at revision '
-                 f'{_e(dataset.get("revision") or "unpinned")}, {_e(first.get("total"))} problems; '
-                 f'rule {_e(first.get("rule"))} ({_e(first.get("rule_source"))}); sampling '
-                 f'{_e(json.dumps(sampling, sort_keys=True))}; model {_e((first.get("model") or {}).get("id"))} '
-                 f'at {_e((first.get("model") or {}).get("revision") or "unpinned")}.</p>')
+    parts.append(f'<p class="sub">GSM8K {_escape(dataset.get("split", "test"))} split at revision '
+                 f'{_escape(dataset.get("revision") or "unpinned")}, {_escape(first.get("total"))} problems; '
+                 f'rule {_escape(first.get("rule"))} ({_escape(first.get("rule_source"))}); sampling '
+                 f'{_escape(json.dumps(sampling, sort_keys=True))}; model {_escape((first.get("model") or {}).get("id"))} '
+                 f'at {_escape((first.get("model") or {}).get("revision") or "unpinned")}.</p>')
     if model:
         from jobs.plan.reference_scores import reference_scores
 
         published = reference_scores(model)
         if published:
             parts.append("<table><tr><th>published</th><th>GSM8K test</th></tr>" + "".join(
-                f"<tr><td>{_e(r.method)}</td><td>{r.accuracy_percent:.1f}%</td></tr>" for r in published)
+                f"<tr><td>{_escape(r.method)}</td><td>{r.accuracy_percent:.1f}%</td></tr>" for r in published)
                 + "</table>")
-            parts.append(f'<p class="note">Published scores: {_e(published[0].source)}; verl\'s '
+            parts.append(f'<p class="note">Published scores: {_escape(published[0].source)}; verl\'s '
                          "strict '####' extraction and prompt, not directly comparable with a "
                          "different rule.</p>")
     return "\n".join(parts)
