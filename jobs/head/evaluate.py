@@ -116,7 +116,7 @@ def load_problems(framework: str, dataset_dir: str, prompt_file: str | None) -> 
         except OSError as exc:
             raise EvaluationError(f"prompt file {prompt_file}: {exc.strerror or exc} (the run's "
                                   "data.prompt_file, relative to the NeMo RL workdir)") from None
-    problems = []
+    problems: list[Gsm8kProblem] = []
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():

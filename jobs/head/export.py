@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from jobs.contract import converters as conv
 from jobs.contract.credentials import redact
@@ -292,7 +293,7 @@ def read_token(path: Path) -> str | None:
 
 
 def upload_to_hub(directory: Path, repo_id: str, token: str | None, *, step: int, run_id: str,
-                  api_factory: Callable[..., object] | None = None) -> str:
+                  api_factory: Callable[..., Any] | None = None) -> str:
     """Push an export to a Hugging Face model repo (created private when missing): returns the
     repo's URL. The token is an argument of HfApi, never printed."""
     if token is None:
@@ -302,8 +303,8 @@ def upload_to_hub(directory: Path, repo_id: str, token: str | None, *, step: int
         from huggingface_hub import HfApi
         api_factory = HfApi
     api = api_factory(token=token)
-    api.create_repo(repo_id=repo_id, repo_type="model", private=True, exist_ok=True)  # type: ignore[attr-defined]
-    api.upload_folder(repo_id=repo_id, repo_type="model", folder_path=str(directory),  # type: ignore[attr-defined]
+    api.create_repo(repo_id=repo_id, repo_type="model", private=True, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, repo_type="model", folder_path=str(directory),
                       commit_message=f"gke-grpo: run {run_id}, step {step}",
                       ignore_patterns=[EXPORT_MARKER, ".*"])
     return f"https://huggingface.co/{repo_id}"
@@ -353,7 +354,7 @@ def steps_to_export(request: ExportRequest, checkpoints: Path, framework: str) -
 
 
 def export_run(request: ExportRequest, *, runner: Runner = run_on_cluster, out=None,
-               api_factory: Callable[..., object] | None = None) -> list[dict]:
+               api_factory: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
     """Export the requested steps of a run; the markers of the exports (new or found)."""
     try:
         run_dir(request.run_id)
@@ -369,11 +370,11 @@ def export_run(request: ExportRequest, *, runner: Runner = run_on_cluster, out=N
         raise ExportError(f"{checkpoints} holds no verl (global_step_*) or NeMo RL (step_*) "
                           "checkpoint")
     wanted = steps_to_export(request, checkpoints, framework)
-    markers = []
+    markers: list[dict[str, Any]] = []
     for step in wanted:
         target = export_dir(request.run_id, step, request.exports_root)
         state = export_state(target)
-        if state.complete:
+        if state.complete and state.marker is not None:
             _say(f"step {step}: {target} is already complete, skipped", out)
             markers.append(state.marker)
             continue

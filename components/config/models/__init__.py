@@ -14,4 +14,4 @@ from components.config.models.kuberay import HeadResources, KubeRayConfig, Worke
 from components.config.models.network import NetworkConfig
 from components.config.models.storage import GcsStorage, LustreStorage, StorageConfig
 
-__all__ = ["AuthorizedNetwork", "ClusterConfig", "GcsStorage", "ExportConfig", "GpuConfig", "HeadPool", "HeadResources", "HealthGateConfig", "JobConfig", "KubeRayConfig", "LustreStorage", "MaintenanceExclusion", "MaintenanceWindow", "NetworkConfig", "Reservation", "StorageConfig", "WorkerResources", "_Area"]
+__all__ = ["AuthorizedNetwork", "ClusterConfig", "ExportConfig", "GcsStorage", "GpuConfig", "HeadPool", "HeadResources", "HealthGateConfig", "JobConfig", "KubeRayConfig", "LustreStorage", "MaintenanceExclusion", "MaintenanceWindow", "NetworkConfig", "Reservation", "StorageConfig", "WorkerResources", "_Area"]

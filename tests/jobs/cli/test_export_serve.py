@@ -87,7 +87,7 @@ def test_export_entrypoint_is_shell_safe_and_names_the_deployed_plan():
     (["serve", "--stack", "dev"], "which run?"),
 ])
 def test_bad_input_is_one_message(argv, message, stack, capsys):
-    code, out, err = run(*argv)
+    code, _, err = run(*argv)
     assert code == 2 and message in err + capsys.readouterr().err   # argparse writes to sys.stderr
 
 
@@ -109,7 +109,7 @@ def test_serve_applies_waits_and_says_where(tmp_path, stack):
 
 def test_a_pod_that_ends_before_ready_shows_its_log(tmp_path, stack):
     kubectl, _ = fake_kubectl(tmp_path, CRASHED)
-    code, out, err = run("serve", RUN, "--step", "40", "--no-forward", "--kubectl", str(kubectl),
+    code, _, err = run("serve", RUN, "--step", "40", "--no-forward", "--kubectl", str(kubectl),
                          "--poll-seconds", "0.01")
     assert code == 2
     assert "ended before it was ready" in err and "cannot serve step 40" in err and "--stop" in err

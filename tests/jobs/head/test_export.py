@@ -1,9 +1,9 @@
 """The Hugging Face export (jobs/head/export.py) on checkpoint trees laid out as verl v0.7.1 and
 NeMo RL v0.5.0 write them: the trainer-written weights copied, idempotent, never a half-written
 export taken for a finished one; the converters' argv parsed by the converters' own argument
-parsers (verl's from the installed verl 0.7.1, NeMo RL's from its v0.5.0 source committed under
-data/nemo-rl-0.5.0/converters/); the bad inputs, one line each; the upload's token kept out of
-everything printed."""
+parsers (verl's from the installed verl 0.7.1, NeMo RL's from its v0.5.0 source committed as
+data/nemo-rl-0.5.0/converters/convert_dcp_to_hf.py.txt, a verbatim copy no linter rewrites); the
+bad inputs, one line each; the upload's token kept out of everything printed."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -189,7 +190,7 @@ def test_verl_merger_argv_parses_with_verls_own_parser(tmp_path, monkeypatch):
 
 
 def test_nemo_rl_converter_argv_parses_with_its_v050_parser(monkeypatch):
-    source = ROOT / "data" / "nemo-rl-0.5.0" / "converters" / "convert_dcp_to_hf.py"
+    source = ROOT / "data" / "nemo-rl-0.5.0" / "converters" / "convert_dcp_to_hf.py.txt"
     argv = conv.nemo_rl_converter_argv("/data/checkpoints/" + RUN, 10, "/tmp/out/converted")
     assert argv[:4] == ("uv", "run", "python", conv.NEMO_RL_CONVERTER)
     args = parse(source, argv[4:], monkeypatch)
@@ -228,7 +229,7 @@ def test_nemo_rl_v2_checkpoint_without_consolidated_weights_says_why(tmp_path):
     step = tmp_path / "checkpoints" / RUN / "step_10" / "policy" / "weights" / "model"
     step.mkdir(parents=True)
     (step / "shard-00001-model-00001-of-00001.safetensors").write_bytes(b"x")
-    with pytest.raises(ExportError, match="save_consolidated=true.*#1427"):
+    with pytest.raises(ExportError, match=r"save_consolidated=true.*#1427"):
         ex.export_run(request(tmp_path), runner=no_runner)
 
 
@@ -276,7 +277,7 @@ def test_valid_hub_repo_names(repo):
 # ---- upload ------------------------------------------------------------------------------------
 
 class FakeHfApi:
-    calls: list = []
+    calls: ClassVar[list] = []
 
     def __init__(self, token=None):
         FakeHfApi.calls.append(("init", token))
