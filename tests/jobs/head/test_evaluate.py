@@ -166,6 +166,8 @@ def test_after_a_completed_trainer_the_driver_exports_and_evaluates(tmp_path):
 
     # What `status` and the report show of it, read from the run directory.
     inputs = collect_inputs(run_dir, plan.run_id, framework="verl", model=MODEL)
+    # The stages' time is their own goodput bucket, inside the attempt's span (the cost so far).
+    assert inputs.goodput.badput_s["export_evaluate"] > 0
     rows = dict(run_status_rows(inputs))
     assert rows["gsm8k test"].startswith("base 33.3% [")
     assert "-> step 1 33.3% [" in rows["gsm8k test"] and "(+0.0 pts" in rows["gsm8k test"]
