@@ -64,6 +64,7 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
     and the budgets of gke-grpo:job."""
     from components.health_gate import health_plan
     from jobs.contract.layout import DATA_LAYOUT
+    from jobs.plan.after_training import after_training_commands
     from jobs.plan.plan_builder import build_plan
     from jobs.plan.render import render
 
@@ -78,7 +79,10 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
                       gpu_wait_seconds=job.gpu_wait_seconds,
                       max_restarts=job.max_restarts,
                       # verl forgets its older checkpoints on every restart (jobs/head/checkpoints.py)
-                      prune_checkpoints_keep=spec.checkpoints_to_keep).to_json()
+                      prune_checkpoints_keep=spec.checkpoints_to_keep,
+                      # the Hugging Face export and the test-split evaluation after training
+                      after_training=after_training_commands(spec, job.evaluate,
+                                                             job.export.hub_repo)).to_json()
 
 
 def submitter_pod_template(ray_version: str, node_selector: dict[str, str]) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from components.config.loader import load_stack_config, read_pulumi_config
 from components.config.models import (
     AuthorizedNetwork,
     ClusterConfig,
+    ExportConfig,
     GcsStorage,
     GpuConfig,
     HeadPool,
@@ -103,6 +104,7 @@ __all__ = [
     "AuthorizedNetwork",
     "ClusterConfig",
     "ConfigError",
+    "ExportConfig",
     "GcsStorage",
     "GpuConfig",
     "HeadPool",

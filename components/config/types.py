@@ -160,6 +160,13 @@ HubModelId = Annotated[str, _rule(
     ".git; at most 96 characters), such as Qwen/Qwen2.5-7B-Instruct"),
     _schema(_HF_REPO_ID.pattern, HF_REPO_ID_MAX)]
 
+# gke-grpo:job.evaluate (jobs/plan/after_training.py EVALUATE_MODES).
+_EVALUATE_MODE = r"^(none|final|every-[1-9][0-9]{0,5})$"
+EvaluateMode = Annotated[str, _rule(
+    lambda v: bool(re.fullmatch(_EVALUATE_MODE, v)),
+    "none, final, or every-K with K a whole number >= 1 (every K-th checkpoint, e.g. every-2)"),
+    _schema(_EVALUATE_MODE)]
+
 HubRevision = Annotated[str, _rule(
     lambda v: bool(re.fullmatch(_HUB_REVISION, v)),
     "a Hugging Face Hub commit sha: 40 lower-case hex characters (the model or dataset page, "

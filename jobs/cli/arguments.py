@@ -23,6 +23,15 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
     return value
 
+def nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
 def positive_seconds(text: str) -> float:
     """A finite, positive number of seconds (not 0, -1, inf or nan), at most a year."""
     try:

@@ -22,6 +22,8 @@ to ``now`` while the run is live. It is split, without overlap, into:
   ``timing/validation/total_validation_time``).
 - trainer_startup: trainer time outside any logged step: process start, model load, resume,
   the validation at start (logged at step 0 without a step time).
+- export_evaluate: the Hugging Face export and the GSM8K test-split evaluation after a completed
+  trainer (export_start -> export_end, evaluate_start -> evaluate_end).
 - other: the rest (the driver between stages, gaps between attempts).
 
 A trainer start without step metrics (no TensorBoard files) cannot be split: its whole time is
@@ -36,7 +38,7 @@ from jobs.cli.metrics import RunMetrics, StartMetrics
 from jobs.cli.timeline import Interval, Timeline
 
 BUCKETS = ("gpu_wait", "data_prep", "health_check", "restarts", "checkpoint_save", "validation",
-           "trainer_startup", "other")
+           "trainer_startup", "export_evaluate", "other")
 BUCKET_LABELS = {
     "productive": "productive training",
     "gpu_wait": "waiting for GPUs",
@@ -46,6 +48,7 @@ BUCKET_LABELS = {
     "checkpoint_save": "checkpoint saving",
     "validation": "validation",
     "trainer_startup": "trainer start-up",
+    "export_evaluate": "export and test-split evaluation (after training)",
     "other": "other (driver, between attempts)",
 }
 
@@ -149,7 +152,8 @@ def compute_goodput(timeline: Timeline, metrics: RunMetrics | None, now: float) 
     wall = max(end - begin, 0.0)
     acc = {b: 0.0 for b in BUCKETS}
     notes: list[str] = []
-    for kind, bucket in (("gpu_wait", "gpu_wait"), ("prepare", "data_prep"), ("health", "health_check")):
+    for kind, bucket in (("gpu_wait", "gpu_wait"), ("prepare", "data_prep"), ("health", "health_check"),
+                         ("export", "export_evaluate"), ("evaluate", "export_evaluate")):
         acc[bucket] += sum(i.duration(end) for i in timeline.intervals(kind))
     by_start = {(s.attempt, s.start): s for s in (metrics.starts if metrics else [])}
     productive = 0.0

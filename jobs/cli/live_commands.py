@@ -84,6 +84,10 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
         rows.append(("message", attempt.message))
     if target.spec is not None:
         rows.append(("checkpoints", target.spec.checkpoint_dir))
+    if not any(key == "gsm8k test" for key, _ in rows):
+        # The evaluation's RESULT lines in the job log, when the run directory is not at hand.
+        from jobs.cli.eval_results import eval_results_from_log, eval_status_rows
+        rows += eval_status_rows(eval_results_from_log(log))
     from jobs.cli.health_view import health_status_rows
     from jobs.contract.health import health_from_log
     rows += health_status_rows(health_from_log(log))       # the gate's result line in the job log

@@ -9,6 +9,8 @@
     python -m jobs plot      --stack dev --out run.png  |  --log FILE ... --out run.png
     python -m jobs report    RUN [--run-dir DIR] [--stack dev] [--out DIR]
     python -m jobs health    PATH
+    python -m jobs export    RUN [--step N] --stack dev
+    python -m jobs serve     RUN [--step N] [--dry-run] --stack dev  |  serve [RUN] --stop
     python -m jobs preflight --stack dev
 
 Target: the deployed stack (``pulumi stack output --json --show-secrets [-s STACK]``; no
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from jobs.cli.arguments import port_number, positive_int, positive_seconds, resolve_address
+from jobs.cli.export_serve import add_export_serve_parsers, cmd_export, cmd_serve
 from jobs.cli.live_commands import cmd_attach, cmd_list, cmd_logs, cmd_status, cmd_stop, cmd_submit
 from jobs.cli.ray_jobs import RetryPolicy, RunError, Runs
 from jobs.cli.run_directory_commands import cmd_health, cmd_plot, cmd_report, cmd_status_offline
@@ -108,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kubectl", default="kubectl", help=argparse.SUPPRESS)
     p = sub.add_parser("health", help="the fabric and storage gate's result (health.json), as status shows it")
     p.add_argument("path", metavar="PATH", help="a health.json, or the run directory holding it")
+    add_export_serve_parsers(sub, target, follow)
     sub.add_parser("preflight", help="check the job config against the frameworks' rules",
                    add_help=False)
     return parser
@@ -115,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # The commands that talk to the dashboard (submit also needs the entrypoint builder).
 COMMANDS = {"attach": cmd_attach, "logs": cmd_logs, "status": cmd_status, "list": cmd_list,
-            "stop": cmd_stop, "plot": cmd_plot}
+            "stop": cmd_stop, "plot": cmd_plot, "export": cmd_export}
 # Shared by every call of main that passes no policy: safe, RetryPolicy is frozen.
 DEFAULT_RETRY = RetryPolicy()
 
@@ -194,6 +198,8 @@ def _without_dashboard(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
         return cmd_report(args, out, err)
     if args.command == "health":
         return cmd_health(args, out, err)
+    if args.command == "serve":
+        return cmd_serve(args, out, err)
     if args.command in ("status", "plot") and args.run_dir and not (args.address or args.fetch):
         # The run directory alone: no dashboard (a copy on the laptop, or on the head);
         # --stack then only gives the config (machines, prices, planned steps).

@@ -27,7 +27,8 @@ from jobs.cli.run_cost import RunCost
 from jobs.cli.timeline import Timeline
 
 TIMELINE_ROWS = (("prepare", "data preparation", "tab:purple"), ("gpu_wait", "waiting for GPUs", "tab:gray"),
-                 ("health", "health check", "tab:olive"), ("trainer", "trainer", "tab:blue"))
+                 ("health", "health check", "tab:olive"), ("trainer", "trainer", "tab:blue"),
+                 ("export", "export", "tab:brown"), ("evaluate", "evaluation", "tab:cyan"))
 
 
 @dataclass
@@ -42,6 +43,8 @@ class ReportInputs:
     planned_steps: int | None = None
     framework: str | None = None
     now: float = field(default_factory=time.time)
+    eval_results: list[dict[str, Any]] = field(default_factory=list)   # jobs/cli/eval_results.py
+    model: str | None = None
 
 
 @dataclass
@@ -176,7 +179,7 @@ def timeline_figure(inputs: ReportInputs) -> Figure | None:
                            facecolors=color, alpha=0.85)
             if kind == "trainer":
                 ax.text(h(iv.begin), row + 0.42, f"a{iv.attempt}/s{iv.start}", fontsize=7, va="bottom")
-    trainer_row = len(TIMELINE_ROWS) - 1
+    trainer_row = [kind for kind, _, _ in TIMELINE_ROWS].index("trainer")
     restart_times = [r.time for r in tl.restarts] or [
         iv.end for iv in tl.trainer_starts() if iv.end is not None and iv.end_event is not None
         and iv.end_event.extra.get("exit_code") not in (0, None)]
@@ -210,7 +213,8 @@ def goodput_figure(g: Goodput) -> Figure | None:
     left = 0.0
     colors = {"productive": "tab:green", "gpu_wait": "tab:gray", "data_prep": "tab:purple",
               "health_check": "tab:olive", "restarts": "tab:red", "checkpoint_save": "black",
-              "validation": "tab:cyan", "trainer_startup": "tab:blue", "other": "lightgray"}
+              "validation": "tab:cyan", "trainer_startup": "tab:blue", "export_evaluate": "tab:brown",
+              "other": "lightgray"}
     for bucket in ("productive", *BUCKETS):
         share = 100 * (g.share(bucket) or 0.0)
         if share <= 0:
@@ -300,6 +304,7 @@ def build_report(inputs: ReportInputs) -> Report:
              ("reward (latest)", "-" if latest is None or latest.get("reward") is None else f"{latest.get('reward'):.3f}"),
              ("validation: step 0 -> latest", "-" if baseline is None else
               f"{baseline:.3f} -> {last_val:.3f}" if last_val is not None else f"{baseline:.3f}"),
+             ("GSM8K test: base -> trained", _eval_card(inputs.eval_results)),
              ("cost so far", "-" if inputs.cost is None else _money(inputs.cost.so_far, inputs.cost.currency))]
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -317,6 +322,8 @@ def build_report(inputs: ReportInputs) -> Report:
             parts.append(_figure_html(by_name[name]))
     if not training:
         parts.append('<p class="note">No training step in the TensorBoard files (yet).</p>')
+    parts.append("<h2>Held-out evaluation (GSM8K test split)</h2>")
+    parts.append(_eval_html(inputs, latest, last_val))
     parts.append("<h2>Throughput</h2>")
     if "throughput" in by_name:
         parts.append(_figure_html(by_name["throughput"]))
@@ -357,6 +364,36 @@ def build_report(inputs: ReportInputs) -> Report:
                  f"{_e(inputs.run_dir)}/tensorboard/.</p>")
     parts.append("</body></html>")
     return Report("\n".join(parts), figures)
+
+
+def _eval_card(results: list[dict[str, Any]]) -> str:
+    base = next((r["accuracy"] for r in results if r["label"] == "base"), None)
+    trained = [r["accuracy"] for r in results if r["label"] != "base"]
+    if base is None and not trained:
+        return "-"
+    return " -> ".join(f"{a:.1%}" for a in ([base] if base is not None else []) + trained[-1:])
+
+
+def stage_node_hours(inputs: ReportInputs) -> float | None:
+    """Node-hours of the export and evaluation after training (inside the attempt's span, so
+    already in the cost so far)."""
+    if inputs.cost is None:
+        return None
+    seconds = sum(i.duration(inputs.now) for kind in ("export", "evaluate")
+                  for i in inputs.timeline.intervals(kind))
+    return inputs.cost.nodes * seconds / 3600
+
+
+def _eval_html(inputs: ReportInputs, latest: StepMetrics | None, last_val: float | None) -> str:
+    from jobs.cli.eval_results import eval_section_html
+
+    hours = stage_node_hours(inputs)
+    cost = None
+    if hours is not None and inputs.cost is not None and inputs.cost.rate.per_node_hour is not None:
+        cost = _money(hours * inputs.cost.rate.per_node_hour, inputs.cost.currency)
+    return eval_section_html(inputs.eval_results, model=inputs.model,
+                             training_reward=None if latest is None else latest.get("reward"),
+                             validation=last_val, stage_hours=hours, stage_cost=cost)
 
 
 def _cost_html(inputs: ReportInputs) -> str:
@@ -416,7 +453,7 @@ def planned_steps(total_steps: int | None, total_epochs: int | None, prompts_per
 def collect_inputs(run_dir: str | Path, run_id: str | None = None, *, framework: str | None = None,
                    cost_basis: CostBasis | None = None, planned: int | None = None,
                    preview_estimate: dict[str, Any] | None = None, now: float | None = None,
-                   prices_file: Path | None = None) -> ReportInputs:
+                   prices_file: Path | None = None, model: str | None = None) -> ReportInputs:
     """Everything the report and `status` show, read from the run directory (+ the price table)."""
     from jobs.cli.goodput import compute_goodput
     from jobs.cli.metrics import read_run_metrics
@@ -444,8 +481,11 @@ def collect_inputs(run_dir: str | Path, run_id: str | None = None, *, framework:
                             steps_planned=planned,
                             step_seconds=median_step_seconds([r.get("step_time") or 0 for r in training]),
                             goodput=goodput.goodput)
+    from jobs.cli.eval_results import read_eval_results
+
     return ReportInputs(run_id or run_dir.name, run_dir, timeline, metrics, goodput, cost, preview_estimate,
-                        planned, framework or metrics.framework, now)
+                        planned, framework or metrics.framework, now,
+                        eval_results=read_eval_results(run_dir), model=model)
 
 
 def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
@@ -463,6 +503,11 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
         rows.append(("goodput", inputs.goodput.describe()))
         starts = inputs.timeline.trainer_starts()
         rows.append(("starts", f"{len(starts)} trainer start(s), {len(inputs.timeline.restarts)} restart(s)"))
+    if inputs.eval_results:
+        from jobs.cli.eval_results import eval_status_rows
+
+        training = [r for r in inputs.metrics.merged() if r.is_training]
+        rows += eval_status_rows(inputs.eval_results, training[-1].get("reward") if training else None)
     if inputs.cost is not None:
         text = inputs.cost.describe()
         est = inputs.preview_estimate or {}

@@ -36,12 +36,14 @@ DRIVER = "driver"
 GPU_WAIT = "gpu wait"
 GATE = "health gate"
 STAGING = "staging"
+EXPORT = "export"                # jobs/head/export.py and the serving pod's check
+EVALUATE = "evaluation"          # jobs/head/evaluate.py
 CLI = "jobs CLI"
 
 USED_BY: dict[ExitCode, tuple[str, ...]] = {
-    ExitCode.OK: (DRIVER, GPU_WAIT, GATE, STAGING, CLI),
-    ExitCode.FAILED: (DRIVER, STAGING, CLI),
-    ExitCode.USAGE: (DRIVER, GPU_WAIT, GATE, STAGING, CLI),
+    ExitCode.OK: (DRIVER, GPU_WAIT, GATE, STAGING, EXPORT, EVALUATE, CLI),
+    ExitCode.FAILED: (DRIVER, STAGING, EXPORT, EVALUATE, CLI),
+    ExitCode.USAGE: (DRIVER, GPU_WAIT, GATE, STAGING, EXPORT, EVALUATE, CLI),
     ExitCode.GPU_WAIT_TIMEOUT: (DRIVER, GPU_WAIT, CLI),
     ExitCode.DASHBOARD_UNREACHABLE: (CLI,),
     ExitCode.JOB_STOPPED: (CLI,),

@@ -38,6 +38,8 @@ PAIRED_EVENTS = {
     "gpu_wait": ("gpu_wait_start", "gpu_wait_end"),
     "health": ("health_start", "health_end"),
     "trainer": ("trainer_start", "trainer_exit"),
+    "export": ("export_start", "export_end"),
+    "evaluate": ("evaluate_start", "evaluate_end"),
 }
 
 

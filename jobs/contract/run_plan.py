@@ -78,6 +78,10 @@ class RunPlan:
     health: dict[str, Any] | None = None
     # verl only: keep this many global_step_* directories before every start; None: no pruning.
     prune_checkpoints_keep: int | None = None
+    # After a completed trainer: the Hugging Face export (jobs/head/export.py) and the GSM8K
+    # test-split evaluation (jobs/head/evaluate.py); None: the stage does not run.
+    export: Command | None = None
+    evaluate: Command | None = None
     version: int = PLAN_VERSION
 
     def to_json(self) -> str:
@@ -112,7 +116,8 @@ def plan_from_dict(data: Any) -> RunPlan:
         raise RunPlanError(f"missing plan keys: {', '.join(missing)}")
     fields = dict(data)
     fields["trainer"] = _command(data.get("trainer"), "trainer")
-    fields["prepare"] = None if data.get("prepare") is None else _command(data["prepare"], "prepare")
+    for stage in ("prepare", "export", "evaluate"):
+        fields[stage] = None if data.get(stage) is None else _command(data[stage], stage)
     plan = RunPlan(**fields)
     for name in ("run_id", "framework", "run_dir", "checkpoint_dir"):
         if not isinstance(getattr(plan, name), str) or not getattr(plan, name):

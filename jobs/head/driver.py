@@ -11,7 +11,10 @@ Stages, in order (the plan: jobs/contract/run_plan.py):
   4. [prune]   verl checkpoint pruning, when the plan asks (jobs/head/checkpoints.py);
   5. trainer   the framework's command as a child process (no shell), resuming from the run's
                checkpoint directory;
-  6. restarts  after a lost worker (node preempted or repaired, NCCL/collective timeout, actor
+  6. after     once the trainer completed: the Hugging Face export and the GSM8K test-split
+               evaluation, when the plan has them (jobs/head/export.py, jobs/head/evaluate.py),
+               on the GPUs the run still holds; a failure there is recorded, not fatal;
+  7. restarts  after a lost worker (node preempted or repaired, NCCL/collective timeout, actor
                died: jobs/head/failures.py) the driver waits for the GPUs again and restarts the
                trainer, up to the plan's max_restarts with capped exponential backoff. It does not
                restart what would fail again: a usage/config error, a failure before the
@@ -183,6 +186,8 @@ class Driver:
                     f"the run's time budget (gke-grpo:job.activeDeadlineSeconds = "
                     f"{plan.deadline_seconds:.0f}s from the first trainer start) is spent: trainer "
                     f"stopped; last checkpointed step {step if step is not None else 'none'}"))
+            if reason == Reason.COMPLETED:
+                evidence += self._after_training()
             if reason != Reason.LOST_WORKER:
                 return self.end(REASON_EXIT[reason], f"{reason.value}: {evidence}" + (
                     "; not retried (it would fail again)"
@@ -256,6 +261,23 @@ class Driver:
             removed = self.hooks.prune_checkpoints(Path(plan.checkpoint_dir), plan.prune_checkpoints_keep)
             self.records.event("checkpoint_prune", self.start, removed=[str(p) for p in removed])
         return None
+
+    def _after_training(self) -> str:
+        """The plan's export and evaluation after a completed trainer, while the run still holds
+        its GPUs (child processes: the driver itself never connects to Ray). Their failure does
+        not fail the trained run: it is recorded and said, and `jobs export` redoes it."""
+        said = []
+        for name, command in (("export", self.plan.export), ("evaluate", self.plan.evaluate)):
+            if command is None:
+                continue
+            if self.stop_requested.is_set():
+                said.append(f"{name} not run (stopped)")
+                continue
+            self.records.event(f"{name}_start", self.start)
+            code = self._run_stage(command)
+            self.records.event(f"{name}_end", self.start, exit_code=code)
+            said.append(f"{name} {'done' if code == 0 else f'FAILED (exit {code})'}")
+        return f"; {', '.join(said)}" if said else ""
 
     def _run_stage(self, command: Command) -> int:
         try:

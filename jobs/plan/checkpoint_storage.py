@@ -4,6 +4,13 @@
 
 from __future__ import annotations
 
+# The Hugging Face copy the trainers write into every checkpoint (jobs/contract/converters.py):
+# the training master weights as saved, fp32 in both frameworks (verl's actor model_dtype fp32,
+# verl/trainer/config/engine/fsdp.yaml; NeMo RL's v2 worker loads in float32,
+# dtensor_policy_worker_v2.py): 4 bytes per parameter, read from the code, not measured on a
+# run. The export under /data/exports is a copy of one of them.
+HF_WEIGHTS_BYTES_PER_PARAM = 4
+
 
 def checkpoints_on_disk(framework: str, keep: int) -> int:
     """The most checkpoints of one run that can be on disk at once.

@@ -18,10 +18,13 @@ STAGING_MODULE = "jobs.head.staging"
 def build_plan(spec: GrpoSpec, rendered: RenderedJob, *, deadline_seconds: float | None, gpu_wait_seconds: float,
                max_restarts: int = DEFAULT_MAX_RESTARTS, run_dir: str | None = None,
                health: dict[str, Any] | None = None,
-               prune_checkpoints_keep: int | None = None) -> RunPlan:
+               prune_checkpoints_keep: int | None = None,
+               after_training: tuple[Command, Command | None] | None = None) -> RunPlan:
     """The plan of one run from its spec and its rendered training command, plus the budgets
     that are not part of the run's identity. ``health`` (the gate's settings) and
-    ``prune_checkpoints_keep`` (verl's checkpoint pruning) switch those driver stages on."""
+    ``prune_checkpoints_keep`` (verl's checkpoint pruning) switch those driver stages on;
+    ``after_training`` (export, evaluate: jobs/plan/after_training.py) the stages after a
+    completed trainer."""
     if not rendered.argv:
         raise ValueError("the rendered job has no argv")
     revisions = ((("--model-revision", spec.model_revision) if spec.model_revision else ())
@@ -38,4 +41,6 @@ def build_plan(spec: GrpoSpec, rendered: RenderedJob, *, deadline_seconds: float
         deadline_seconds=None if deadline_seconds is None else float(deadline_seconds),
         max_restarts=int(max_restarts), health=health,
         prune_checkpoints_keep=prune_checkpoints_keep if spec.framework == "verl" else None,
+        export=after_training[0] if after_training else None,
+        evaluate=after_training[1] if after_training else None,
     )

@@ -51,6 +51,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.contract.converters import NEMO_RL_SAVE_CONSOLIDATED_OVERRIDE, VERL_SAVE_CONTENTS_OVERRIDE
 from jobs.contract.datasets import GSM8K_TRAINING_ROWS, dataset_files
 from jobs.contract.layout import DATA_LAYOUT
 from jobs.contract.records import TENSORBOARD_ENV, run_dir, tensorboard_dir
@@ -201,6 +202,11 @@ def verl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         f"trainer.save_freq={spec.checkpoint_every_steps}",
         f"trainer.max_actor_ckpt_to_keep={spec.checkpoints_to_keep}",
         f"trainer.default_local_dir={spec.checkpoint_dir}",
+        # Every checkpoint also as Hugging Face safetensors (global_step_N/actor/huggingface),
+        # gathered by rank 0 on the GPU node during the save: what the export copies
+        # (jobs/contract/converters.py). verl's merger would need the whole model in the
+        # head's RAM instead (docs/export-evaluate-serve.md).
+        VERL_SAVE_CONTENTS_OVERRIDE,
         "trainer.resume_mode=auto",
         *spec.extra_overrides,
     )
@@ -336,6 +342,10 @@ def nemo_rl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         # The newest K, never the best by a validation metric (grpo_math_1B.yaml's default is
         # val:accuracy, which would let validation choose the checkpoint that is kept).
         "checkpointing.metric_name=null",
+        # Every checkpoint also as consolidated Hugging Face safetensors (step_N/policy/weights/
+        # model/consolidated): v0.5.0's DCP converter cannot read the v2 policy's checkpoints
+        # (jobs/contract/converters.py).
+        NEMO_RL_SAVE_CONSOLIDATED_OVERRIDE,
         # The head holds no W&B key for NeMo RL (components/head_credentials.py): W&B stays off.
         "logger.wandb_enabled=False",
         f"logger.wandb.project={PROJECT_NAME}",

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 from components.config.models.base import _Area
 from components.config.types import (
     ActiveDeadlineSeconds,
+    EvaluateMode,
     ExperimentName,
     FiniteFloat,
     HubModelId,
@@ -52,6 +53,18 @@ class HealthGateConfig(_Area):
         description="bytes written and read back on /data; 0 skips the probe",
     )
     timeout_seconds: int = Field(900, ge=60, description="bound of each stage of the gate")
+
+class ExportConfig(_Area):
+    """gke-grpo:job.export: where the Hugging Face export of the run goes besides
+    /data/exports/<run-id>/step-<n> (docs/export-evaluate-serve.md)."""
+
+    hub_repo: HubModelId | None = Field(
+        None,
+        description=("Hugging Face model repo `<namespace>/<name>` the newest export is pushed to "
+                     "(created private; the stack's hfToken, read from its mounted file)"),
+        json_schema_extra={"defaultText": "unset (no upload)"},
+    )
+
 
 class JobConfig(_Area):
     enabled: bool = Field(True, description="create the RayJob with `pulumi up`")
@@ -177,6 +190,18 @@ class JobConfig(_Area):
         "enforce",
         description=("`warn`: preflight only warns when the GPU-memory estimate exceeds the GPU "
                      "([docs/memory-planner.md](docs/memory-planner.md))"),
+    )
+    # After a completed trainer: which checkpoints are evaluated on GSM8K's test split.
+    evaluate: EvaluateMode = Field(
+        "final",
+        description=("GSM8K test-split evaluation after training: `none`, `final` (base model and "
+                     "the last checkpoint) or `every-K` (also every K-th checkpoint left on disk) "
+                     "([docs/export-evaluate-serve.md](docs/export-evaluate-serve.md))"),
+    )
+    export: ExportConfig = Field(
+        ExportConfig(),
+        description="the Hugging Face export's upload",
+        json_schema_extra={"defaultText": "no upload"},
     )
     # The fabric/storage gate before the first trainer start; "off" is allowed and warned about.
     health_gate: HealthGateConfig = Field(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.contract.datasets import GSM8K_TRAINING_ROWS, GSM8K_VALIDATION_ROWS
-from jobs.plan.checkpoint_storage import checkpoints_on_disk
+from jobs.plan.checkpoint_storage import HF_WEIGHTS_BYTES_PER_PARAM, checkpoints_on_disk
 from jobs.plan.preflight.rules import (
     CHECKPOINT_BYTES_PER_PARAM,
     GPU_NODES,
@@ -100,17 +100,19 @@ class CommonRules(Rules):
                        f"context of {shape.max_position_embeddings}; shorten the prompt or the "
                        "response")
         if s.storage_capacity_gib and s.checkpoints_to_keep >= 1:
-            one = CHECKPOINT_BYTES_PER_PARAM * shape.parameters
+            hf = HF_WEIGHTS_BYTES_PER_PARAM * shape.parameters
+            one = CHECKPOINT_BYTES_PER_PARAM * shape.parameters + hf
             count = checkpoints_on_disk(s.framework, s.checkpoints_to_keep)
-            need = one * count
+            need = one * count + hf          # + the export of the final checkpoint
             capacity = s.storage_capacity_gib * 2**30
             if need > capacity:
                 self.warning(LUSTRE_CAPACITY,
                              f"up to {count} checkpoints of {s.model} can be on disk at once "
                              f"(checkpointsToKeep {s.checkpoints_to_keep}, see jobs/head/checkpoints.py; "
-                             f"~{one / 1e9:.0f} GB each with optimizer state): ~{need / 2**30:,.0f} "
-                             f"GiB, more than the {s.storage_capacity_gib:,} GiB Lustre instance; "
-                             "lower gke-grpo:job.checkpointsToKeep or raise the capacity")
+                             f"~{one / 1e9:.0f} GB each with optimizer state and the Hugging Face "
+                             f"weights the export copies), plus the export (~{hf / 1e9:.0f} GB): "
+                             f"~{need / 2**30:,.0f} GiB, more than the {s.storage_capacity_gib:,} GiB "
+                             "Lustre instance; lower gke-grpo:job.checkpointsToKeep or raise the capacity")
         self.heads(shape)
 
     def heads(self, shape: ModelShape) -> None:

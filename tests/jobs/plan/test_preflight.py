@@ -228,13 +228,15 @@ def test_table_covers_the_rules():
 
 
 def test_warning_checkpoints_exceed_lustre():
-    # NeMo RL: keep 3 + the one being written + one a crash left = 5 (jobs/head/checkpoints.py).
+    # NeMo RL: keep 3 + the one being written + one a crash left = 5 (jobs/head/checkpoints.py),
+    # each 12 bytes/param with optimizer state + 4 of fp32 Hugging Face weights, + one export.
     spec = dataclasses.replace(PROD, storage_capacity_gib=1000, checkpoints_to_keep=3)
     assert check(spec) == [Finding(
         "warning", "gke-grpo:storage.lustre.capacityGib",
         "up to 5 checkpoints of Qwen/Qwen2.5-32B-Instruct can be on disk at once "
-        "(checkpointsToKeep 3, see jobs/head/checkpoints.py; ~393 GB each with optimizer state): "
-        "~1,831 GiB, more than the 1,000 GiB Lustre instance; lower "
+        "(checkpointsToKeep 3, see jobs/head/checkpoints.py; ~524 GB each with optimizer state "
+        "and the Hugging Face weights the export copies), plus the export (~131 GB): "
+        "~2,563 GiB, more than the 1,000 GiB Lustre instance; lower "
         "gke-grpo:job.checkpointsToKeep or raise the capacity")]
     # verl on Lustre, pruned before every start: keep 2 + the tracker's + 2 of the new start = 5.
     verl = dataclasses.replace(DEV, model="Qwen/Qwen2.5-32B-Instruct", storage_kind="lustre",
@@ -242,8 +244,9 @@ def test_warning_checkpoints_exceed_lustre():
                                rollout_tensor_parallel_size=4, model_revision=None)
     assert [f.message for f in check(verl) if f.key.endswith("capacityGib")] == [
         "up to 5 checkpoints of Qwen/Qwen2.5-32B-Instruct can be on disk at once "
-        "(checkpointsToKeep 2, see jobs/head/checkpoints.py; ~393 GB each with optimizer state): "
-        "~1,831 GiB, more than the 1,500 GiB Lustre instance; lower "
+        "(checkpointsToKeep 2, see jobs/head/checkpoints.py; ~524 GB each with optimizer state "
+        "and the Hugging Face weights the export copies), plus the export (~131 GB): "
+        "~2,563 GiB, more than the 1,500 GiB Lustre instance; lower "
         "gke-grpo:job.checkpointsToKeep or raise the capacity"]
     # Cloud Storage has no capacity: nothing to warn about.
     assert check(dataclasses.replace(spec, storage_kind="gcs", storage_capacity_gib=None)) == []
