@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from components.config.keys import AREAS, REQUIRED_AREAS, SCALAR_KEYS, SECRET_KEYS
 from components.config.models import (
@@ -47,10 +48,44 @@ def _user_key(area: str, loc: tuple) -> str:
     return key
 
 
-def _allowed_from_pydantic(error: Any) -> str:
+def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The camelCase keys the stack file may use where ``loc`` points (its parent object)."""
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = next((f for f in model.model_fields.values() if f.alias == part), None)
+        inner = _model_of(field.annotation) if field is not None else None
+        if inner is None:
+            return []
+        model = inner
+    return [f.alias for f in model.model_fields.values() if f.alias]
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model an annotation holds: the type itself, or inside Optional/tuple/list."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def unknown_key_hint(key: str, known: list[str]) -> str:
+    """'unknown key; did you mean provisioningModel?' — the closest known key, case aside."""
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.75)
+    if close:
+        return f"unknown key; did you mean {by_lower[close[0]]}? (docs/config-reference.md)"
+    return "unknown key (a typo?); see docs/config-reference.md"
+
+
+def _allowed_from_pydantic(error: Any, model: type[BaseModel]) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        return "unknown key (a typo?); see docs/config-reference.md"
+        loc = tuple(error["loc"])
+        return unknown_key_hint(str(loc[-1]), _known_keys(model, loc))
     if kind == "missing":
         return "required"
     if kind == RULE_ERROR:
@@ -141,9 +176,12 @@ def _parse_object(area: str, raw_value: dict, problems: list[Problem]) -> _Parse
                 loc = tuple(e["loc"])
                 if loc not in reported:
                     reported.add(loc)
-                    # An unknown key's value is never echoed (a mistyped credential).
-                    shown = HIDDEN if e["type"] == "extra_forbidden" else _lookup(raw_value, loc)
-                    problems.append(Problem(_user_key(area, loc), shown, _allowed_from_pydantic(e)))
+                    shown = _lookup(raw_value, loc)
+                    # An unknown key's value is echoed only when neither it nor its name looks
+                    # like a credential (a mistyped hfToken must not print the token).
+                    if e["type"] == "extra_forbidden" and _may_hold_a_credential(str(loc[-1]), shown):
+                        shown = HIDDEN
+                    problems.append(Problem(_user_key(area, loc), shown, _allowed_from_pydantic(e, model)))
                 path = _drop_path(loc)
                 if e["type"] == "missing" and path in broke_a_rule:
                     # Required: put the value back; the rules accept it on the next parse.
@@ -238,9 +276,14 @@ def _unused_key_problems(raw: Mapping[str, Any]) -> list[Problem]:
             continue
         if name not in AREAS and name not in SECRET_KEYS and name not in SCALAR_KEYS:
             known = sorted([*AREAS, *SECRET_KEYS, *SCALAR_KEYS])
-            # Never echo an unknown key's value: it may be a mistyped credential (hf_token).
-            problems.append(Problem(key, HIDDEN, "unknown key (a typo?); known keys: "
-                                    + ", ".join(f"{PROJECT}:{k}" for k in known)))
+            value = raw[key]
+            hint = unknown_key_hint(name, known)
+            if "did you mean" in hint:
+                hint = hint.replace("did you mean ", f"did you mean {PROJECT}:")
+            else:
+                hint = "unknown key (a typo?); known keys: " + ", ".join(f"{PROJECT}:{k}" for k in known)
+            # Echoed only when neither the name nor the value looks like a credential (hf_token).
+            problems.append(Problem(key, HIDDEN if _may_hold_a_credential(name, value) else value, hint))
     if "gcp:zone" in raw:
         problems.append(Problem("gcp:zone", raw["gcp:zone"],
                                 f"not used: set the zone as {PROJECT}:cluster.zone"))
@@ -258,7 +301,7 @@ def _secret_problems(raw: Mapping[str, Any], secret_keys: set[str] | frozenset[s
         elif key not in secret_keys:
             # Never echo the value: it is a credential stored in plain text.
             problems.append(Problem(key, "(plain text, hidden)",
-                                    f"must be a secret: pulumi config set --secret {key} <value>"))
+                                    f"must be stored as a secret (pulumi config set --secret {key} <value>)"))
     return problems
 
 
@@ -334,3 +377,21 @@ def read_pulumi_config() -> tuple[dict[str, Any], set[str]]:
     normalised = {key.replace(":config:", ":", 1): value for key, value in raw.items()}
     secret_keys = {key.replace(":config:", ":", 1) for key in secret_keys}
     return normalised, secret_keys
+
+
+# Typos of these are hidden too: `hfTokn` is a mistyped credential even if no rule of
+# jobs/contract/credentials.py recognises the misspelling.
+_CREDENTIAL_LIKE = (*(k.lower() for k in SECRET_KEYS), "token", "secret", "password", "apikey", "passwd")
+
+
+def _may_hold_a_credential(name: str, value: Any) -> bool:
+    from jobs.contract.credentials import looks_like_secret_name, looks_like_secret_value
+
+    if looks_like_secret_name(name) or difflib.get_close_matches(name.lower(), _CREDENTIAL_LIKE, n=1, cutoff=0.7):
+        return True
+    if isinstance(value, str) and value[:1] in "{[":
+        with contextlib.suppress(ValueError, RecursionError):
+            value = json.loads(value)        # the engine hands objects over as JSON text
+    if isinstance(value, dict | list | tuple):
+        return True          # an object's leaves are not checked one by one: hide it whole
+    return looks_like_secret_value(value)

@@ -126,5 +126,5 @@ def test_a_plain_text_token_in_a_stack_file_is_still_refused(tmp_path):
     result = subprocess.run([sys.executable, "-m", "tools.preview", "dev", "--config-file", str(path), "--json"],
                             cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stdout == ""
-    assert "gke-grpo:hfToken" in result.stderr and "must be a secret" in result.stderr
+    assert "gke-grpo:hfToken" in result.stderr and "must be stored as a secret" in result.stderr
     assert "hf_" + "a" * 34 not in result.stderr

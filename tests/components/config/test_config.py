@@ -177,7 +177,7 @@ def test_the_table_is_large_enough():
 
 def test_plain_text_token_is_refused_without_echoing_it():
     raw, secrets = stack_config("dev", {P + "hfToken": "hf_ThisMustNeverBePrinted"})
-    with pytest.raises(ConfigError, match=r"gke-grpo:hfToken: .*must be a secret") as caught:
+    with pytest.raises(ConfigError, match=r"gke-grpo:hfToken: .*must be stored as a secret") as caught:
         load_stack_config(raw, secrets - {P + "hfToken"})
     assert "hf_ThisMustNeverBePrinted" not in str(caught.value)
 

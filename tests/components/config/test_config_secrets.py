@@ -88,3 +88,29 @@ def test_the_cli_and_preflight_do_not_print_a_typoed_token(tmp_path, capsys):
     assert preflight_cli.main(["--stack", "dev", "--config-file", str(path)]) == 2
     captured = capsys.readouterr()
     assert "gke-grpo:hf_token" in captured.err and TOKEN not in captured.err + captured.out
+
+
+# ---- messages that help: an unknown key's closest known key, its value when harmless ------------
+
+@pytest.mark.parametrize(("change", "key", "suggestion", "shown"), [
+    ({"gke-grpo:gpu.provisioningModle": "spot"}, "gke-grpo:gpu.provisioningModle", "provisioningModel", '"spot"'),
+    ({"gke-grpo:job.microBatchSizePerGPU": 4}, "gke-grpo:job.microBatchSizePerGPU", "microBatchSizePerGpu", "4"),
+    ({"gke-grpo:clustr": {"name": "x"}}, "gke-grpo:clustr", "gke-grpo:cluster", "(value hidden)"),
+])
+def test_an_unknown_key_names_the_closest_known_key_and_shows_a_harmless_value(change, key, suggestion, shown):
+    text = _problems(*stack_config("dev", change))
+    line = next(line for line in text.splitlines() if key + ":" in line)
+    assert f"did you mean {suggestion}?" in line
+    assert f"given {shown};" in line
+
+
+def test_a_typo_of_a_credential_key_is_hidden_even_when_the_value_looks_harmless():
+    text = _problems(*stack_config("dev", {"gke-grpo:job.hfTokn": "harmless-looking"}))
+    assert "harmless-looking" not in text and "(value hidden)" in text
+
+
+def test_the_secret_hint_is_whole():
+    raw, _ = stack_config("dev", {"gke-grpo:hfToken": "plain"})
+    text = _problems(raw, set())
+    assert "must be stored as a secret (pulumi config set --secret gke-grpo:hfToken <value>)" in text
+    assert "[redacted]" not in text
