@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.cli.goodput import BUCKET_LABELS, BUCKETS, Goodput
+from jobs.cli.goodput import BUCKET_LABELS, BUCKETS, Goodput, trainer_exit_code
 from jobs.cli.metrics import LABELS, RunMetrics, StepMetrics, series
 from jobs.cli.run_cost import RunCost
 from jobs.cli.timeline import Timeline
@@ -178,8 +178,7 @@ def timeline_figure(inputs: ReportInputs) -> Figure | None:
                 ax.text(h(iv.begin), row + 0.42, f"a{iv.attempt}/s{iv.start}", fontsize=7, va="bottom")
     trainer_row = len(TIMELINE_ROWS) - 1
     restart_times = [r.time for r in tl.restarts] or [
-        iv.end for iv in tl.trainer_starts() if iv.end is not None and iv.end_event is not None
-        and iv.end_event.extra.get("exit_code") not in (0, None)]
+        iv.end for iv in tl.trainer_starts() if iv.end is not None and trainer_exit_code(iv) not in (0, None)]
     if restart_times:
         ax.plot([h(t) for t in restart_times], [trainer_row] * len(restart_times), "X", color="tab:red",
                 markersize=10, label="restart (trainer exit)")
