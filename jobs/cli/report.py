@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.cli.data_warnings import DataWarnings
 from jobs.cli.goodput import BUCKET_LABELS, BUCKETS, Goodput, trainer_exit_code
 from jobs.cli.metrics import LABELS, RunMetrics, StepMetrics, series
+from jobs.cli.output_files import write_output
 from jobs.cli.run_cost import RunCost
 from jobs.cli.timeline import Timeline
 
@@ -43,6 +45,14 @@ class ReportInputs:
     framework: str | None = None
     now: float = field(default_factory=time.time)
 
+    def data_warnings(self) -> list[str]:
+        """What the readers left out of the run directory, one line per kind of fault
+        ("3 lines of events.jsonl skipped: time out of range")."""
+        skipped = DataWarnings()
+        skipped.extend(self.timeline.warnings)
+        skipped.extend(self.metrics.warnings)
+        return skipped.lines()
+
 
 @dataclass
 class Figure:
@@ -58,12 +68,14 @@ class Report:
     figures: list[Figure]
 
     def write(self, out_dir: str | Path) -> Path:
+        """The page and its PNGs into ``out_dir`` (created); OSError when a file cannot be
+        written (a full disk; a FIFO or a symlink where one of them goes: not followed)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         for fig in self.figures:
-            (out / f"{fig.name}.png").write_bytes(fig.png)
+            write_output(out / f"{fig.name}.png", fig.png, follow_symlinks=False)
         page = out / "report.html"
-        page.write_text(self.html, encoding="utf-8")
+        write_output(page, self.html.encode("utf-8"), follow_symlinks=False)
         return page
 
 
@@ -351,6 +363,11 @@ def build_report(inputs: ReportInputs) -> Report:
     notes = list(g.notes)
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f'<li class="note">{_e(n)}</li>' for n in notes) + "</ul>")
+    skipped = inputs.data_warnings()
+    if skipped:
+        parts.append("<h2>Data left out</h2><p class=\"sub\">Records of the run directory that could not be "
+                     "used; the page shows the rest.</p><ul>"
+                     + "".join(f'<li class="note">{_e(n)}</li>' for n in skipped) + "</ul>")
     parts.append('<p class="sub">Goodput: productive training time / wall-clock time since the first start '
                  "(docs/metrics-and-report.md). Metrics: the frameworks' own TensorBoard files under "
                  f"{_e(inputs.run_dir)}/tensorboard/.</p>")
@@ -469,4 +486,9 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
         if est.get(key) is not None:
             text += f"; preview estimate {est[key]:,.2f} {est.get('currency', '')} ({key})"
         rows.append(("cost", text))
+    skipped = inputs.data_warnings()
+    for line in skipped[:5]:
+        rows.append(("skipped", line))
+    if len(skipped) > 5:
+        rows.append(("skipped", f"... and {len(skipped) - 5} more (python -m jobs report shows all)"))
     return rows
