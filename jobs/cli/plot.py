@@ -69,6 +69,9 @@ def plot_records(records: Sequence[StepRecord], out: Path | str, title: str = "G
     from matplotlib.ticker import MaxNLocator
 
     train = [r for r in training_records(records) if plottable(r.reward) or plottable(r.response_length)]
+    if training_records(records) and not train:
+        raise ValueError(f"no training step with a reward or response length that can be drawn: "
+                         f"{unplottable_values(records)} value(s) are NaN, infinite or beyond {MAX_PLOTTED:g}")
     if not train:
         raise ValueError("no training step found in the log (verl: `step:N - ...` console lines, "
                          "needs `console` in trainer.logger; NeMo RL: `📊 Training Results:` blocks)")

@@ -27,6 +27,7 @@ from jobs.cli.metrics import LABELS, RunMetrics, StepMetrics, series
 from jobs.cli.output_files import write_output
 from jobs.cli.run_cost import RunCost
 from jobs.cli.timeline import Timeline
+from jobs.contract.credentials import redact
 
 TIMELINE_ROWS = (("prepare", "data preparation", "tab:purple"), ("gpu_wait", "waiting for GPUs", "tab:gray"),
                  ("health", "health check", "tab:olive"), ("trainer", "trainer", "tab:blue"))
@@ -242,7 +243,9 @@ def goodput_figure(g: Goodput) -> Figure | None:
 # ---- page ---------------------------------------------------------------------------------------
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """Text for the page: escaped, and anything credential-shaped a run artifact carried (a
+    restart reason, a file name) redacted."""
+    return html.escape(redact(str(value)), quote=True)
 
 
 def _fmt_time(t: float | None) -> str:

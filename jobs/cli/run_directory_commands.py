@@ -99,7 +99,7 @@ def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = Non
 def warn(lines: list[str], err, limit: int = 20) -> None:
     """What the readers skipped, one line each on stderr (the report and status show them too)."""
     for line in lines[:limit]:
-        print(f"[jobs] warning: {line}", file=err)
+        print(f"[jobs] warning: {redact(line)}", file=err)
     if len(lines) > limit:
         print(f"[jobs] warning: ... and {len(lines) - limit} more (see the report)", file=err)
     err.flush()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.contract.layout import DATA_LAYOUT
+from jobs.contract.safe_files import OversizedInteger
 
 RUNS_ROOT = DATA_LAYOUT.runs
 EVENTS_FILE = "events.jsonl"
@@ -112,6 +113,8 @@ def plain_int(value: Any, low: int = -(2**63), high: int = 2**63 - 1) -> int | N
 
 def time_problem(value: Any) -> str | None:
     """Why ``value`` is not a record time, or None."""
+    if isinstance(value, OversizedInteger):
+        return "time out of range"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "time missing or not a number"
     if isinstance(value, float) and not math.isfinite(value):

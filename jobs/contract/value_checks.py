@@ -64,6 +64,10 @@ def given(value: Any) -> str:
     return type(value).__name__
 
 
+def _bound(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
 def integer(low: int, high: int) -> Check:
     def check(value: Any, key: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -77,8 +81,8 @@ def number(*, above: float | None = None, low: float | None = None, high: float 
         ok = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
               and (above is None or value > above) and (low is None or value >= low) and value <= high)
         if not ok:
-            bound = f"above {above:g}" if above is not None else f"from {low:g}" if low is not None else ""
-            raise Invalid(f"{key} must be a finite number {bound} up to {high:g}, got {given(value)}")
+            bound = f"above {_bound(above)} " if above is not None else f"from {_bound(low)} " if low is not None else ""
+            raise Invalid(f"{key} must be a finite number {bound}up to {_bound(high)}, got {given(value)}")
     return check
 
 
