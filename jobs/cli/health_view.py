@@ -37,7 +37,7 @@ def _number(value: Any) -> float | None:
 
 def _text(value: Any, limit: int = 120) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)) or \
-            isinstance(value, int) and abs(value) >= 10**15:
+            (isinstance(value, int) and abs(value) >= 10**15):
         return "?"
     shown = redact(" ".join(str(value).split()))
     return shown if len(shown) <= limit else shown[:limit] + "..."

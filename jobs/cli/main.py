@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from jobs.cli.arguments import port_number, positive_int, positive_seconds, resolve_address, run_id_text
-from jobs.cli.output_files import check_output_file
 from jobs.cli.live_commands import cmd_attach, cmd_list, cmd_logs, cmd_status, cmd_stop, cmd_submit
+from jobs.cli.output_files import check_output_file
 from jobs.cli.ray_jobs import RetryPolicy, RunError, Runs
 from jobs.cli.run_directory_commands import cmd_health, cmd_plot, cmd_report, cmd_status_offline
 from jobs.cli.target import EntrypointBuilder, default_entrypoint, open_target
@@ -220,9 +220,9 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
             if args.command == "submit":
                 return cmd_submit(runs, target, args, out, err, build_entrypoint or default_entrypoint)
             return COMMANDS[args.command](runs, target, args, out, err)
-    except RunError as exc:
+    except (RunError, UnusableFile) as exc:   # UnusableFile: a file the command needs (path and why)
         print(f"[jobs] error: {redact(exc)}", file=err, flush=True)
-        return exc.exit_code
+        return getattr(exc, "exit_code", ExitCode.USAGE)
     except RuntimeError as exc:
         # The Job Submission SDK's "Request failed with status code N: ..." (and its own checks).
         text = str(exc)
@@ -232,9 +232,6 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
         print(f"[jobs] error: the Ray dashboard at {getattr(target, 'address', '?')} answered "
               f"with an error: {redact(text)[:2000]}", file=err, flush=True)
         return ExitCode.DASHBOARD_UNREACHABLE
-    except UnusableFile as exc:      # a file the command needs cannot be used (the path and why)
-        print(f"[jobs] error: {exc}", file=err, flush=True)
-        return ExitCode.USAGE
     except KeyboardInterrupt:
         print("\n[jobs] interrupted: stopped following; the attempt keeps running on the cluster "
               "(`python -m jobs stop` stops it)", file=err, flush=True)

@@ -16,16 +16,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeGuard
 
 from jobs.cli.output_files import write_output
 from jobs.cli.training_logs import StepRecord, training_records
-
 
 # Beyond this a value is no metric of ours (and matplotlib cannot scale an axis to it).
 MAX_PLOTTED = 1e15
 
 
-def plottable(value: float | None) -> bool:
+def plottable(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(value) and abs(value) <= MAX_PLOTTED
 
 

@@ -101,7 +101,7 @@ class OversizedInteger:
         return f"<a {self.digits}-digit integer>"
 
 
-def size_text(size: int) -> str:
+def cap_text(size: int) -> str:
     """256 KiB, 1 MiB, 512 MiB."""
     return f"{size // MIB} MiB" if size >= MIB and size % MIB == 0 else f"{size // KIB} KiB"
 
@@ -159,7 +159,7 @@ def read_bytes(path: str | Path, kind: FileKind, *, within: str | Path | None = 
         raise UnusableFile(path, f"leads outside {within} (a symlink?): not read")
     fd = _open_checked(path, kind)
     try:
-        too_big = f"is larger than {size_text(kind.max_bytes)}: not a {kind.what}"
+        too_big = f"is larger than {cap_text(kind.max_bytes)}: not a {kind.what}"
         if os.fstat(fd).st_size > kind.max_bytes:
             raise UnusableFile(path, too_big)
         chunks, size = [], 0
@@ -286,6 +286,84 @@ class Walk:
     skipped: list[str] = field(default_factory=list)
 
 
+class _Walker:
+    """One bounded walk (walk_files)."""
+
+    def __init__(self, within: str | Path, want: Callable[[str], bool], max_depth: int, max_entries: int):
+        self.within, self.want = within, want
+        self.top = os.path.realpath(within)
+        self.max_depth, self.max_entries = max_depth, max_entries
+        self.found = Walk()
+        self.seen: set[tuple[int, int]] = set()
+        self.entries = 0
+
+    def shown(self, path: str) -> str:
+        rel = os.path.relpath(path, self.within)
+        return rel if not rel.startswith("..") else path
+
+    def inside(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return real == self.top or real.startswith(self.top.rstrip(os.sep) + os.sep)
+
+    def skip(self, path: str, why: str) -> None:
+        self.found.skipped.append(f"{self.shown(path)}: {why}")
+
+    def listing(self, directory: str) -> list[os.DirEntry[str]] | None:
+        """The directory's entries in name order; None when it was seen already or cannot be read."""
+        try:
+            info = os.stat(directory)
+            if not stat.S_ISDIR(info.st_mode) or (info.st_dev, info.st_ino) in self.seen:
+                return None
+            self.seen.add((info.st_dev, info.st_ino))
+            with os.scandir(directory) as listing:
+                return sorted(listing, key=lambda e: e.name)
+        except OSError as err:
+            self.skip(directory, f"{err.strerror or err}: not read")
+            return None
+
+    def run(self, root: str) -> Walk:
+        if not os.path.lexists(root):
+            return self.found
+        if not self.inside(root):
+            self.skip(root, "leads outside the run directory (a symlink?): not followed")
+            return self.found
+        stack = [(root, 0)]
+        while stack:
+            directory, depth = stack.pop()
+            below = []
+            for entry in self.listing(directory) or []:
+                self.entries += 1
+                if self.entries > self.max_entries:
+                    self.skip(root, f"more than {self.max_entries:,} entries: the rest not read")
+                    return self.found
+                if self.visit(entry, depth):
+                    below.append((entry.path, depth + 1))
+            stack.extend(reversed(below))      # depth first, in name order
+        return self.found
+
+    def visit(self, entry: os.DirEntry[str], depth: int) -> bool:
+        """Records a wanted file or what was not read; True for a directory to enter."""
+        if entry.is_symlink() and not self.inside(entry.path):
+            self.skip(entry.path, "a symlink out of the run directory: not followed")
+            return False
+        try:
+            mode = os.stat(entry.path).st_mode
+        except OSError as err:
+            self.skip(entry.path, f"{'a symlink loop' if err.errno == errno.ELOOP else err.strerror}: not read")
+            return False
+        if stat.S_ISDIR(mode):
+            if depth + 1 > self.max_depth:
+                self.skip(entry.path, f"deeper than {self.max_depth} levels: not read")
+                return False
+            return True
+        if self.want(entry.name):
+            if stat.S_ISREG(mode):
+                self.found.files.append(Path(entry.path))
+            else:
+                self.skip(entry.path, f"{_file_type(mode)}, not a regular file: not read")
+        return False
+
+
 def walk_files(root: str | Path, *, within: str | Path, want: Callable[[str], bool],
                max_depth: int = MAX_WALK_DEPTH, max_entries: int = MAX_WALK_ENTRIES) -> Walk:
     """Regular files below ``root`` whose name ``want`` accepts, never leaving ``within``: a
@@ -293,68 +371,4 @@ def walk_files(root: str | Path, *, within: str | Path, want: Callable[[str], bo
     loop ends there), at most ``max_depth`` levels and ``max_entries`` entries are looked at.
     Entries ``want`` accepts that are not regular files (a FIFO named like an event file) are
     reported in ``skipped``, as are the links not followed and the limits reached."""
-    found = Walk()
-    top = os.path.realpath(within)
-
-    def shown(path: str) -> str:
-        rel = os.path.relpath(path, within)
-        return rel if not rel.startswith("..") else path
-
-    def inside(path: str) -> bool:
-        real = os.path.realpath(path)
-        return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
-
-    root = str(root)
-    if not os.path.lexists(root):
-        return found
-    if not inside(root):
-        found.skipped.append(f"{shown(root)}: leads outside the run directory (a symlink?): not followed")
-        return found
-    seen: set[tuple[int, int]] = set()
-    stack = [(root, 0)]
-    entries = 0
-    while stack:
-        directory, depth = stack.pop()
-        try:
-            info = os.stat(directory)
-        except OSError as err:
-            found.skipped.append(f"{shown(directory)}: {err.strerror or err}: not read")
-            continue
-        if not stat.S_ISDIR(info.st_mode):
-            continue
-        if (info.st_dev, info.st_ino) in seen:
-            continue
-        seen.add((info.st_dev, info.st_ino))
-        try:
-            with os.scandir(directory) as listing:
-                children = sorted(listing, key=lambda e: e.name)
-        except OSError as err:
-            found.skipped.append(f"{shown(directory)}: {err.strerror or err}: not read")
-            continue
-        below = []
-        for entry in children:
-            entries += 1
-            if entries > max_entries:
-                found.skipped.append(f"{shown(root)}: more than {max_entries:,} entries: the rest not read")
-                return found
-            if entry.is_symlink() and not inside(entry.path):
-                found.skipped.append(f"{shown(entry.path)}: a symlink out of the run directory: not followed")
-                continue
-            try:
-                mode = os.stat(entry.path).st_mode
-            except OSError as err:
-                reason = "a symlink loop" if err.errno == errno.ELOOP else (err.strerror or str(err))
-                found.skipped.append(f"{shown(entry.path)}: {reason}: not read")
-                continue
-            if stat.S_ISDIR(mode):
-                if depth + 1 > max_depth:
-                    found.skipped.append(f"{shown(entry.path)}: deeper than {max_depth} levels: not read")
-                else:
-                    below.append((entry.path, depth + 1))
-            elif want(entry.name):
-                if stat.S_ISREG(mode):
-                    found.files.append(Path(entry.path))
-                else:
-                    found.skipped.append(f"{shown(entry.path)}: {_file_type(mode)}, not a regular file: not read")
-        stack.extend(reversed(below))      # depth first, in name order
-    return found
+    return _Walker(within, want, max_depth, max_entries).run(str(root))

@@ -38,30 +38,30 @@ class Invalid(ValueError):
 
 def given(value: Any) -> str:
     """A bad value as a message shows it: its JSON spelling when short and plain, else its kind."""
-    if value is None:
-        return "null"
+    if isinstance(value, str):
+        return _given_text(value)
+    if isinstance(value, (bool, int, float, OversizedInteger)):
+        return _given_number(value)
+    kinds = {type(None): "null", dict: "an object", list: "a list", tuple: "a list"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _given_number(value: bool | float | OversizedInteger) -> str:
     if isinstance(value, bool):
-        return "true (a boolean)" if value else "false (a boolean)"
+        return f"{str(value).lower()} (a boolean)"
     if isinstance(value, OversizedInteger):
         return f"a {value.digits}-digit integer"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return repr(value)
-    if isinstance(value, int):
-        return str(value) if len(str(value)) <= 24 else f"a {len(str(value))}-digit integer"
-    if isinstance(value, str):
-        if secret_value_kind(value):
-            return "a string that looks like a credential (not shown)"
-        shown = redact(value)
-        return repr(shown) if len(shown) <= 60 and shown.isprintable() else f"a string of {len(value)} characters"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    return type(value).__name__
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    text = repr(value)
+    return text if len(text) <= 24 else f"a {len(text)}-digit integer"
+
+
+def _given_text(value: str) -> str:
+    if secret_value_kind(value):
+        return "a string that looks like a credential (not shown)"
+    shown = redact(value)
+    return repr(shown) if len(shown) <= 60 and shown.isprintable() else f"a string of {len(value)} characters"
 
 
 def _bound(value: float) -> str:
@@ -94,7 +94,7 @@ def fraction(*, zero_ok: bool = False) -> Check:
     """A number in (0, 1], or [0, 1] with ``zero_ok``."""
     def check(value: Any, key: str) -> None:
         ok = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-              and (0 <= value if zero_ok else 0 < value) and value <= 1)
+              and (value >= 0 if zero_ok else value > 0) and value <= 1)
         if not ok:
             raise Invalid(f"{key} must be a number in {'[0' if zero_ok else '(0'}, 1], got {given(value)}")
     return check
@@ -117,10 +117,10 @@ def text(*, pattern: str | None = None, empty: bool = False, max_length: int = M
             raise Invalid(f"{key} must not be empty")
         if len(value) > max_length:
             raise Invalid(f"{key} must be at most {max_length:,} characters, got {len(value):,}")
-        if any(ord(ch) < 32 and ch != "\t" or ch == "\x7f" for ch in value):
+        if any((ord(ch) < 32 and ch != "\t") or ch == "\x7f" for ch in value):
             raise Invalid(f"{key} must not contain control characters (NUL, newline ...)")
         if compiled is not None and not compiled.fullmatch(value):
-            raise Invalid(f"{key} must be {meaning or 'of the form ' + pattern}, got {given(value)}")
+            raise Invalid(f"{key} must be {meaning or f'of the form {pattern}'}, got {given(value)}")
     return check
 
 
