@@ -154,7 +154,7 @@ STORAGE_FIELDS: dict[str, Check] = {
     "directory": absolute_path, "size_bytes": integer(1, 2**50), "streams": integer(1, 1024),
     "kind": one_of("lustre", "gcs"), "expected_write_gbps": optional(_GBPS),
     "expected_read_gbps": optional(_GBPS), "expected_source": text(empty=True),
-    "warn_fraction": fraction(), "block_bytes": integer(1, 2**34),
+    "warn_fraction": fraction(zero_ok=True), "block_bytes": integer(1, 2**34),    # 0: never warn
 }
 HEALTH_FIELDS: dict[str, Check] = {
     "mode": one_of(*MODES),
@@ -170,7 +170,7 @@ HEALTH_FIELDS: dict[str, Check] = {
                                                                "busbw_gbps", "source")), max_length=1000),
     "localize": boolean,
     "localize_size_bytes": optional(_BYTES),
-    "intra_node_outlier_fraction": fraction(),
+    "intra_node_outlier_fraction": fraction(zero_ok=True),     # 0: no node is an outlier
     "placement_timeout_s": seconds(),
     "timeout_s": seconds(),
     "env": env_map,

@@ -68,3 +68,15 @@ def test_credentials_are_found_wherever_they_are_and_never_echoed():
         "trainer.env.WANDB_API_KEY holds what looks like a credential assignment (WANDB_API_KEY=...)",
     ])
     assert PLANTED_TOKEN not in " ".join(problems)
+
+
+def test_health_fractions_that_switch_a_rule_off_are_accepted():
+    """0 is meaningful for two fractions: no node is an intra-node outlier, never warn about storage
+    (jobs/head/fabric_verdict.py); the published fraction must stay above 0."""
+    from jobs.contract.health import health_plan_problems
+
+    storage = {"directory": "/data/runs/r/health-probe", "size_bytes": 1, "streams": 1, "kind": "gcs",
+               "expected_write_gbps": None, "expected_read_gbps": None, "expected_source": "", "warn_fraction": 0}
+    assert health_plan_problems({"intra_node_outlier_fraction": 0.0, "storage": storage}) == []
+    assert health_plan_problems({"published_fraction": 0}) == [
+        "published_fraction must be a number in (0, 1], got 0"]
