@@ -111,7 +111,7 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
              join_after: float) -> dict:
     from ray.job_submission import JobSubmissionClient
 
-    from jobs.contract.run_plan import Command, RunPlan
+    from jobs.contract.run_plan import DATA_ROOT_ENV, Command, RunPlan
 
     work.mkdir(parents=True)
     start_head()
@@ -122,8 +122,10 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
         trainer_marker = work / "trainer-started"
         staging_cmd = (PY, "-c", f"import time; time.sleep({staging})")
         if driver:
-            plan = RunPlan(run_id=name, attempt=1, framework="verl", run_dir=str(work / "run"),
-                           checkpoint_dir=str(work / "checkpoints"),
+            # work/ stands in for /data: the driver reads a plan only when its directories
+            # lie under the data root (jobs/contract/run_plan.py DATA_ROOT_ENV)
+            plan = RunPlan(run_id=name, attempt=1, framework="verl", run_dir=str(work / "runs" / name),
+                           checkpoint_dir=str(work / "checkpoints" / name),
                            prepare=Command(argv=staging_cmd), gpus=GPUS, gpus_per_node=GPUS,
                            gpu_wait_seconds=120, deadline_seconds=None, gpu_poll_seconds=POLL,
                            trainer=Command(argv=(PY, "-c", _trainer_code(trainer_marker))))
@@ -136,7 +138,9 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
                           f"{shlex.join([PY, '-c', _trainer_code(trainer_marker)])}")
         submitted = time.time()
         submission_id = f"{name}-attempt-1"      # the driver checks it names the plan's run
-        JobSubmissionClient(DASHBOARD).submit_job(entrypoint=entrypoint, submission_id=submission_id)
+        JobSubmissionClient(DASHBOARD).submit_job(
+            entrypoint=entrypoint, submission_id=submission_id,
+            runtime_env={"env_vars": {DATA_ROOT_ENV: str(work)}})
         if not gpus_first:
             time.sleep(max(0.0, submitted + join_after - time.time()))
             join_gpu_node()
@@ -148,7 +152,7 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
         trainer_start = float(trainer_marker.read_text())
         idle = trainer_start - available
         if driver:
-            events = [json.loads(line) for line in (work / "run" / "events.jsonl").read_text().splitlines()]
+            events = [json.loads(line) for line in (work / "runs" / name / "events.jsonl").read_text().splitlines()]
             prep_end = next(e["time"] for e in events if e["event"] == "prepare_end")
             prep_in_window = max(0.0, min(prep_end, trainer_start) - available)
         else:

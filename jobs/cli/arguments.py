@@ -43,6 +43,17 @@ def positive_seconds(text: str) -> float:
                                          f"{MAX_SECONDS:.0f}, got {text[:40]}")
     return value
 
+def run_id_text(text: str) -> str:
+    """A run id as /data/runs/<run-id> and the Ray submission ids use it."""
+    from jobs.contract.records import run_dir
+
+    try:
+        run_dir(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{redact(text)[:60]!r} is not a run id (letters, digits, "
+                                         "'.', '_' and '-', starting with a letter or digit)") from None
+    return text
+
 def port_number(text: str) -> int:
     try:
         value = int(text)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from jobs.cli.metrics import RunMetrics, StartMetrics
 from jobs.cli.timeline import Interval, Timeline
+from jobs.contract.records import MAX_STEP, plain_int
 
 BUCKETS = ("gpu_wait", "data_prep", "health_check", "restarts", "checkpoint_save", "validation",
            "trainer_startup", "export_evaluate", "other")
@@ -92,17 +93,17 @@ def _duration_text(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def _exit_code(interval: Interval) -> int | None:
+def trainer_exit_code(interval: Interval) -> int | None:
+    """The exit code a trainer start's end record gives (a plain int of a sane size), or None."""
     if interval.end_event is None:
         return None
-    code = interval.end_event.extra.get("exit_code")
-    return code if isinstance(code, int) and not isinstance(code, bool) else None
+    return plain_int(interval.end_event.extra.get("exit_code"), -(2**31), 2**31 - 1)
 
 
 def _checkpoint_step(interval: Interval, timeline: Timeline) -> int | None:
     if interval.end_event is not None:
-        step = interval.end_event.extra.get("last_checkpoint_step")
-        if isinstance(step, int) and not isinstance(step, bool):
+        step = plain_int(interval.end_event.extra.get("last_checkpoint_step"), 0, MAX_STEP)
+        if step is not None:
             return step
     for r in timeline.restarts:
         if (r.attempt, r.start) == (interval.attempt, interval.start):
@@ -115,7 +116,7 @@ def _split_start(interval: Interval, start: StartMetrics, timeline: Timeline, en
     """Adds one trainer start's time to the buckets; returns (productive seconds, lost steps)."""
     duration = interval.duration(end)
     steps = [s for s in start.training_steps if s.get("step_time") is not None]
-    failed = interval.end is not None and _exit_code(interval) not in (0, None)
+    failed = interval.end is not None and trainer_exit_code(interval) not in (0, None)
     checkpoint = _checkpoint_step(interval, timeline) if failed else None
     productive = 0.0
     in_steps = 0.0
@@ -175,7 +176,5 @@ def compute_goodput(timeline: Timeline, metrics: RunMetrics | None, now: float) 
         notes.append(f"intervals add up to {accounted - wall:.0f} s more than the wall clock "
                      "(overlapping records or clock skew between pods)")
     acc["other"] = max(wall - accounted, 0.0)
-    if timeline.skipped_lines:
-        notes.append(f"{timeline.skipped_lines} unreadable timeline line(s) skipped")
     return Goodput(wall, productive, acc, live=not timeline.ended, upper_bound=upper_bound,
                    notes=notes, lost_steps=lost_steps)

@@ -35,14 +35,16 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from jobs.cli.arguments import port_number, positive_int, positive_seconds, resolve_address
+from jobs.cli.arguments import port_number, positive_int, positive_seconds, resolve_address, run_id_text
 from jobs.cli.export_serve import add_export_serve_parsers, cmd_export, cmd_serve
 from jobs.cli.live_commands import cmd_attach, cmd_list, cmd_logs, cmd_status, cmd_stop, cmd_submit
+from jobs.cli.output_files import check_output_file
 from jobs.cli.ray_jobs import RetryPolicy, RunError, Runs
 from jobs.cli.run_directory_commands import cmd_health, cmd_plot, cmd_report, cmd_status_offline
 from jobs.cli.target import EntrypointBuilder, default_entrypoint, open_target
 from jobs.contract.credentials import redact
 from jobs.contract.exit_codes import ExitCode
+from jobs.contract.safe_files import UnusableFile
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
                                          "of the deployed stack")
     g.add_argument("--address", help="Ray dashboard URL, e.g. http://127.0.0.1:8265 (no port-forward; "
                                      "default: $RAY_ADDRESS when set)")
-    g.add_argument("--run-id", help="the run, when no --stack names it")
+    g.add_argument("--run-id", type=run_id_text, help="the run, when no --stack names it")
     g.add_argument("--kube-context", help="kubectl context for the port-forward")
     g.add_argument("--kubectl", default="kubectl", help=argparse.SUPPRESS)
     g.add_argument("--local-port", type=port_number, help="local port of the port-forward (default: a free one)")
@@ -214,6 +216,8 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
     target = None
     try:
         resolve_address(args)
+        if args.command == "plot":
+            check_output_file("--out", args.out)     # before any reading or connecting
         code = _without_dashboard(args, out, err)
         if code is not None:
             return code
@@ -222,9 +226,9 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
             if args.command == "submit":
                 return cmd_submit(runs, target, args, out, err, build_entrypoint or default_entrypoint)
             return COMMANDS[args.command](runs, target, args, out, err)
-    except RunError as exc:
+    except (RunError, UnusableFile) as exc:   # UnusableFile: a file the command needs (path and why)
         print(f"[jobs] error: {redact(exc)}", file=err, flush=True)
-        return exc.exit_code
+        return getattr(exc, "exit_code", ExitCode.USAGE)
     except RuntimeError as exc:
         # The Job Submission SDK's "Request failed with status code N: ..." (and its own checks).
         text = str(exc)

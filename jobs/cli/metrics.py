@@ -5,10 +5,16 @@
     RunMetrics.merged() -> [StepMetrics]       # one per step, a later start wins
     RunMetrics.step_records() -> [jobs.logs.StepRecord]   # what jobs/cli/plot.py draws
 
-Read with TensorBoard's own reader (tensorboard.backend.event_processing.event_accumulator,
-tensorboard==2.21.0, requirements-dev.txt): this runs on the laptop (status, plot, report),
-never on the Ray head. A live event file may end in a half-written record: the reader stops
-there (TensorBoard's loader treats a truncated record as the end of the file).
+The files are found by a bounded walk that never leaves the run directory (a tensorboard/ folder
+that is a symlink to ``/`` is not walked) and read through the one safe reader
+(jobs/contract/safe_files.py: regular files only, 512 MiB each at most); the records are
+TFRecords of TensorBoard's Event protos, decoded with TensorBoard's own proto and CRC-32C
+(tensorboard==2.21.0, requirements-dev.txt; the framing and checks of its record reader,
+tensorboard/compat/tensorflow_stub/pywrap_tensorflow.py ``PyRecordReader_New.GetNext``), keeping
+what its EventAccumulator keeps as SCALARS: every ``Summary.Value`` with a ``simple_value``. This
+runs on the laptop (status, plot, report), never on the Ray head. A live event file may end in a
+half-written record: reading stops there, as TensorBoard's loader does. A point with an absurd
+step, wall time or value (NaN, 1e308) is skipped and counted (``RunMetrics.warnings``).
 
 The tags, per framework, each the framework's own definition (first tag present wins):
 
@@ -49,12 +55,15 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+import struct
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jobs.cli.data_warnings import DataWarnings
 from jobs.cli.training_logs import StepRecord
-from jobs.contract.records import TENSORBOARD_DIR, parse_start_dir
+from jobs.contract.records import MAX_STEP, TENSORBOARD_DIR, parse_start_dir, plain_int, time_problem
+from jobs.contract.safe_files import TENSORBOARD_EVENTS, UnusableFile, is_within, read_bytes, walk_files
 
 # field -> tags, first present wins
 VERL_TAGS: dict[str, tuple[str, ...]] = {
@@ -129,6 +138,7 @@ class StartMetrics:
 class RunMetrics:
     framework: str | None
     starts: list[StartMetrics]            # in (attempt, start) order
+    warnings: DataWarnings = field(default_factory=DataWarnings)   # what was not read, counted
 
     @property
     def empty(self) -> bool:
@@ -165,25 +175,63 @@ class RunMetrics:
         return out
 
 
-def _event_dirs(root: Path) -> list[Path]:
-    """Folders holding event files, below ``root`` (NeMo RL writes <log_dir>/exp_NNN/tensorboard)."""
-    found = set()
-    for dirpath, _dirs, files in os.walk(root):
-        if any(_EVENT_FILE in f for f in files):
-            found.add(Path(dirpath))
-    return sorted(found)
+class _CorruptRecord(Exception):
+    def __init__(self, offset: int):
+        super().__init__(offset)
+        self.offset = offset
 
 
-def read_scalars(directory: Path) -> dict[str, list[tuple[int, float, float]]]:
-    """tag -> [(step, wall_time, value)] of every scalar in the event files of one folder,
-    through TensorBoard's EventAccumulator (all scalars kept: size guidance 0)."""
-    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
+def tf_records(data: bytes) -> Iterator[bytes]:
+    """The records of a TFRecord file: uint64 length, masked CRC-32C of the length, the data,
+    masked CRC-32C of the data (all little-endian). Ends at a truncated record (a live file);
+    _CorruptRecord at a checksum that does not match."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
-    acc = EventAccumulator(str(directory), size_guidance={SCALARS: 0}, purge_orphaned_data=False)
-    acc.Reload()
+    offset, size = 0, len(data)
+    while offset + 12 <= size:
+        header = data[offset:offset + 8]
+        (length,) = struct.unpack("<Q", header)
+        (header_crc,) = struct.unpack_from("<I", data, offset + 8)
+        if masked_crc32c(header) != header_crc:
+            raise _CorruptRecord(offset)
+        end = offset + 12 + length
+        if end + 4 > size:
+            return
+        payload = data[offset + 12:end]
+        (payload_crc,) = struct.unpack_from("<I", data, end)
+        if masked_crc32c(payload) != payload_crc:
+            raise _CorruptRecord(offset)
+        yield payload
+        offset = end + 4
+
+
+def _is_event_file(name: str) -> bool:
+    return _EVENT_FILE in name
+
+
+def read_event_file(path: Path, run_dir: Path, warnings: DataWarnings) -> dict[str, list[tuple[int, float, float]]]:
+    """tag -> [(step, wall_time, value)] of every scalar (``simple_value``) in one event file;
+    a file that cannot be read, or a corrupt record, is noted in ``warnings``."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    shown = path.relative_to(run_dir) if path.is_relative_to(run_dir) else path
+    try:
+        data = read_bytes(path, TENSORBOARD_EVENTS, within=run_dir)
+    except UnusableFile as err:
+        warnings.note(f"{shown} not read: it {err.reason}")
+        return {}
     out: dict[str, list[tuple[int, float, float]]] = {}
-    for tag in acc.Tags().get(SCALARS, []):
-        out[tag] = [(int(e.step), float(e.wall_time), float(e.value)) for e in acc.Scalars(tag)]
+    try:
+        for record in tf_records(data):
+            event = Event.FromString(record)
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    out.setdefault(value.tag, []).append((event.step, event.wall_time, value.simple_value))
+    except _CorruptRecord as err:
+        warnings.note(f"{shown}: a corrupt record at byte {err.offset}: the rest of the file not read")
+    except DecodeError:
+        warnings.note(f"{shown}: a record that is not a TensorBoard event: the rest of the file not read")
     return out
 
 
@@ -204,9 +252,31 @@ def _val_tag(framework: str, tags: Iterable[str]) -> str | None:
     return candidates[0] if candidates else None
 
 
+# What a point of a mapped tag must be to be drawn: a step of a real run, a time a run had
+# (jobs/contract/records.py), and a finite value no metric of ours reaches (rewards are O(1),
+# tokens/s per GPU O(10^4), step times O(10^3) s).
+MAX_METRIC_MAGNITUDE = 1e15
+
+
+def point_problem(step: int, wall: float, value: float) -> str | None:
+    """Why a TensorBoard point is not drawn, or None."""
+    if plain_int(step, 0, MAX_STEP) is None:
+        return "step out of range"
+    problem = time_problem(wall)
+    if problem:
+        return problem.replace("time", "wall time", 1)
+    if not math.isfinite(value):
+        return "value not finite"
+    if abs(value) > MAX_METRIC_MAGNITUDE:
+        return "value out of range"
+    return None
+
+
 def steps_from_scalars(scalars: dict[str, list[tuple[int, float, float]]], framework: str,
-                       attempt: int = 0, start: int = 0) -> list[StepMetrics]:
-    """Rows per step from tag series; the latest wall time of a (tag, step) wins."""
+                       attempt: int = 0, start: int = 0, warnings: DataWarnings | None = None,
+                       where: str = "TensorBoard") -> list[StepMetrics]:
+    """Rows per step from tag series; the latest wall time of a (tag, step) wins. Points with an
+    absurd step, time or value are skipped and counted in ``warnings``."""
     tag_map = dict(FRAMEWORK_TAGS[framework])
     val = _val_tag(framework, scalars)
     if val:
@@ -218,6 +288,11 @@ def steps_from_scalars(scalars: dict[str, list[tuple[int, float, float]]], frame
             continue
         latest: dict[int, tuple[float, float]] = {}
         for step, wall, value in scalars[tag]:
+            problem = point_problem(step, wall, value)
+            if problem:
+                if warnings is not None:
+                    warnings.skip("TensorBoard point", where, problem)
+                continue
             if step not in latest or wall >= latest[step][0]:
                 latest[step] = (wall, value)
         for step, (wall, value) in latest.items():
@@ -227,36 +302,59 @@ def steps_from_scalars(scalars: dict[str, list[tuple[int, float, float]]], frame
     return [rows[s] for s in sorted(rows)]
 
 
-def _start_scalars(path: Path) -> dict[str, list[tuple[int, float, float]]]:
+def _start_scalars(path: Path, run_dir: Path, warnings: DataWarnings) -> dict[str, list[tuple[int, float, float]]]:
     scalars: dict[str, list[tuple[int, float, float]]] = {}
-    for directory in _event_dirs(path):
-        for tag, points in read_scalars(directory).items():
+    walk = walk_files(path, within=run_dir, want=_is_event_file)
+    for text in walk.skipped:
+        warnings.note(text)
+    for file in walk.files:
+        for tag, points in read_event_file(file, run_dir, warnings).items():
             scalars.setdefault(tag, []).extend(points)
     return scalars
 
 
-def start_dirs(run_directory: str | Path) -> list[tuple[int, int, Path]]:
+def start_dirs(run_directory: str | Path, warnings: DataWarnings | None = None) -> list[tuple[int, int, Path]]:
     """(attempt, start, folder) of every trainer start folder, in order. A folder whose name is
-    not attempt-A-start-S (a trainer started outside the driver) sorts first as attempt 0."""
-    root = Path(run_directory) / TENSORBOARD_DIR
+    not attempt-A-start-S (a trainer started outside the driver) sorts first as attempt 0. Only
+    folders inside the run directory count: a symlink out of it is noted, not followed; a symlink
+    to another start's folder is not read twice."""
+    warnings = warnings if warnings is not None else DataWarnings()
+    run_dir = Path(run_directory)
+    root = run_dir / TENSORBOARD_DIR
     if not root.is_dir():
         return []
-    out = []
-    for child in root.iterdir():
-        if child.is_dir():
-            attempt, start = parse_start_dir(child.name) or (0, 0)
-            out.append((attempt, start, child))
+    if not is_within(root, run_dir):
+        warnings.note(f"{TENSORBOARD_DIR}: leads outside the run directory (a symlink?): not read")
+        return []
+    try:
+        children = sorted(os.scandir(root), key=lambda e: (e.is_symlink(), e.name))
+    except OSError as err:
+        warnings.note(f"{TENSORBOARD_DIR}: {err.strerror or err}: not read")
+        return []
+    out, seen = [], set()
+    for child in children:
+        if not is_within(child.path, run_dir):
+            warnings.note(f"{TENSORBOARD_DIR}/{child.name}: a symlink out of the run directory: not followed")
+            continue
+        real = os.path.realpath(child.path)
+        if real in seen or not os.path.isdir(child.path):
+            continue
+        seen.add(real)
+        attempt, start = parse_start_dir(child.name) or (0, 0)
+        out.append((attempt, start, Path(child.path)))
     return sorted(out, key=lambda t: (t[0], t[1], t[2].name))
 
 
 def read_run_metrics(run_directory: str | Path, framework: str | None = None) -> RunMetrics:
     """Every start's metrics; the framework is given (the spec's) or detected from all tags."""
-    raw = [(a, s, path, _start_scalars(path)) for a, s, path in start_dirs(run_directory)]
+    run_dir = Path(run_directory)
+    warnings = DataWarnings()
+    raw = [(a, s, path, _start_scalars(path, run_dir, warnings)) for a, s, path in start_dirs(run_dir, warnings)]
     framework = framework or detect_framework(t for *_, scalars in raw for t in scalars)
-    starts = [StartMetrics(a, s, path, steps_from_scalars(scalars, framework, a, s) if framework else [],
-                           frozenset(scalars))
+    starts = [StartMetrics(a, s, path, steps_from_scalars(scalars, framework, a, s, warnings, path.name)
+                           if framework else [], frozenset(scalars))
               for a, s, path, scalars in raw]
-    return RunMetrics(framework, starts)
+    return RunMetrics(framework, starts, warnings)
 
 
 def describe_latest(row: StepMetrics | None) -> str:

@@ -16,15 +16,24 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeGuard
 
+from jobs.cli.output_files import write_output
 from jobs.cli.training_logs import StepRecord, training_records
+
+# Beyond this a value is no metric of ours (and matplotlib cannot scale an axis to it).
+MAX_PLOTTED = 1e15
+
+
+def plottable(value: float | None) -> TypeGuard[float]:
+    return value is not None and math.isfinite(value) and abs(value) <= MAX_PLOTTED
 
 
 def _series(records: Sequence[StepRecord], attr: str) -> tuple[list[int], list[float]]:
     xs, ys = [], []
     for r in records:
         value = getattr(r, attr)
-        if value is not None and not math.isnan(value):
+        if plottable(value):
             xs.append(r.step)
             ys.append(value)
     return xs, ys
@@ -38,10 +47,17 @@ def _throughput_series(records: Sequence[StepRecord]) -> tuple[list[int], list[f
     xs, ys = [], []
     for r in records:
         value = next((r.metrics[k] for k in THROUGHPUT_KEYS if k in r.metrics), None)
-        if value is not None and not math.isnan(value):
+        if plottable(value):
             xs.append(r.step)
             ys.append(value)
     return xs, ys
+
+
+def unplottable_values(records: Sequence[StepRecord]) -> int:
+    """How many rewards, lengths and validation scores of the records are NaN, infinite or
+    absurdly large (not drawn)."""
+    return sum(1 for r in records for v in (r.reward, r.response_length, r.val_reward)
+               if v is not None and not plottable(v))
 
 
 def plot_records(records: Sequence[StepRecord], out: Path | str, title: str = "GRPO run") -> Path:
@@ -52,7 +68,10 @@ def plot_records(records: Sequence[StepRecord], out: Path | str, title: str = "G
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    train = training_records(records)
+    train = [r for r in training_records(records) if plottable(r.reward) or plottable(r.response_length)]
+    if training_records(records) and not train:
+        raise ValueError(f"no training step with a reward or response length that can be drawn: "
+                         f"{unplottable_values(records)} value(s) are NaN, infinite or beyond {MAX_PLOTTED:g}")
     if not train:
         raise ValueError("no training step found in the log (verl: `step:N - ...` console lines, "
                          "needs `console` in trainer.logger; NeMo RL: `📊 Training Results:` blocks)")
@@ -95,23 +114,13 @@ def plot_records(records: Sequence[StepRecord], out: Path | str, title: str = "G
 
 
 def _write_figure(fig, out: Path) -> None:
-    """Render in memory, then write and flush ourselves: matplotlib's own file writing does not
-    report every failed write (savefig to /dev/full returns normally, matplotlib 3.11.2), so a
-    full disk would be reported as a plot written. OSError (with the errno) when it fails."""
-    import errno
+    """Render in memory, then write it ourselves (jobs/cli/output_files.py: a failed write is an
+    OSError with the errno, a FIFO nobody reads fails instead of hanging)."""
     import io
-    import os
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format=(out.suffix.lstrip(".").lower() or "png"))
-    with open(out, "wb") as handle:
-        handle.write(buffer.getvalue())
-        handle.flush()
-        try:
-            os.fsync(handle.fileno())
-        except OSError as exc:
-            if exc.errno not in (errno.EINVAL, errno.EROFS):   # devices and pipes cannot sync
-                raise
+    write_output(out, buffer.getvalue())
 
 
 def describe_records(records: Sequence[StepRecord]) -> str:

@@ -21,10 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.cli.goodput import BUCKET_LABELS, BUCKETS, Goodput
+from jobs.cli.data_warnings import DataWarnings
+from jobs.cli.goodput import BUCKET_LABELS, BUCKETS, Goodput, trainer_exit_code
 from jobs.cli.metrics import LABELS, RunMetrics, StepMetrics, series
+from jobs.cli.output_files import write_output
 from jobs.cli.run_cost import RunCost
 from jobs.cli.timeline import Timeline
+from jobs.contract.credentials import redact
 
 TIMELINE_ROWS = (("prepare", "data preparation", "tab:purple"), ("gpu_wait", "waiting for GPUs", "tab:gray"),
                  ("health", "health check", "tab:olive"), ("trainer", "trainer", "tab:blue"),
@@ -46,6 +49,14 @@ class ReportInputs:
     eval_results: list[dict[str, Any]] = field(default_factory=list)   # jobs/cli/eval_results.py
     model: str | None = None
 
+    def data_warnings(self) -> list[str]:
+        """What the readers left out of the run directory, one line per kind of fault
+        ("3 lines of events.jsonl skipped: time out of range")."""
+        skipped = DataWarnings()
+        skipped.extend(self.timeline.warnings)
+        skipped.extend(self.metrics.warnings)
+        return skipped.lines()
+
 
 @dataclass
 class Figure:
@@ -61,12 +72,14 @@ class Report:
     figures: list[Figure]
 
     def write(self, out_dir: str | Path) -> Path:
+        """The page and its PNGs into ``out_dir`` (created); OSError when a file cannot be
+        written (a full disk; a FIFO or a symlink where one of them goes: not followed)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         for fig in self.figures:
-            (out / f"{fig.name}.png").write_bytes(fig.png)
+            write_output(out / f"{fig.name}.png", fig.png, follow_symlinks=False)
         page = out / "report.html"
-        page.write_text(self.html, encoding="utf-8")
+        write_output(page, self.html.encode("utf-8"), follow_symlinks=False)
         return page
 
 
@@ -181,8 +194,7 @@ def timeline_figure(inputs: ReportInputs) -> Figure | None:
                 ax.text(h(iv.begin), row + 0.42, f"a{iv.attempt}/s{iv.start}", fontsize=7, va="bottom")
     trainer_row = [kind for kind, _, _ in TIMELINE_ROWS].index("trainer")
     restart_times = [r.time for r in tl.restarts] or [
-        iv.end for iv in tl.trainer_starts() if iv.end is not None and iv.end_event is not None
-        and iv.end_event.extra.get("exit_code") not in (0, None)]
+        iv.end for iv in tl.trainer_starts() if iv.end is not None and trainer_exit_code(iv) not in (0, None)]
     if restart_times:
         ax.plot([h(t) for t in restart_times], [trainer_row] * len(restart_times), "X", color="tab:red",
                 markersize=10, label="restart (trainer exit)")
@@ -235,7 +247,9 @@ def goodput_figure(g: Goodput) -> Figure | None:
 # ---- page ---------------------------------------------------------------------------------------
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """Text for the page: escaped, and anything credential-shaped a run artifact carried (a
+    restart reason, a file name) redacted."""
+    return html.escape(redact(str(value)), quote=True)
 
 
 def _fmt_time(t: float | None) -> str:
@@ -359,6 +373,11 @@ def build_report(inputs: ReportInputs) -> Report:
     notes = list(g.notes)
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f'<li class="note">{_e(n)}</li>' for n in notes) + "</ul>")
+    skipped = inputs.data_warnings()
+    if skipped:
+        parts.append("<h2>Data left out</h2><p class=\"sub\">Records of the run directory that could not be "
+                     "used; the page shows the rest.</p><ul>"
+                     + "".join(f'<li class="note">{_e(n)}</li>' for n in skipped) + "</ul>")
     parts.append('<p class="sub">Goodput: productive training time / wall-clock time since the first start '
                  "(docs/metrics-and-report.md). Metrics: the frameworks' own TensorBoard files under "
                  f"{_e(inputs.run_dir)}/tensorboard/.</p>")
@@ -515,4 +534,9 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
         if est.get(key) is not None:
             text += f"; preview estimate {est[key]:,.2f} {est.get('currency', '')} ({key})"
         rows.append(("cost", text))
+    skipped = inputs.data_warnings()
+    for line in skipped[:5]:
+        rows.append(("skipped", line))
+    if len(skipped) > 5:
+        rows.append(("skipped", f"... and {len(skipped) - 5} more (python -m jobs report shows all)"))
     return rows

@@ -3,12 +3,18 @@ timeline, on the cluster, fetched, or copied): status rows, plot and report."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from jobs.cli.output_files import check_output_dir, describe_write_error
 from jobs.cli.ray_jobs import Runs
 from jobs.cli.stack_outputs import StackTarget, kubeconfig_file
 from jobs.cli.target import Target, Unreachable, UsageError, load_stack, need_run, pick_attempt
+from jobs.contract.credentials import redact
 from jobs.contract.exit_codes import ExitCode
+from jobs.contract.health import HEALTH_FILE
+from jobs.contract.records import EVENTS_FILE, RESTARTS_FILE, TENSORBOARD_DIR
+from jobs.contract.safe_files import CONSOLE_LOG, UnusableFile, read_text
 from jobs.contract.spec import GrpoSpec
 
 
@@ -23,6 +29,7 @@ def run_directory_of(args, run_id: str | None, stack_info: StackTarget | None = 
         from jobs.cli.fetch_run import FetchError, fetch_run_dir
 
         dest = Path(args.run_dir) if getattr(args, "run_dir", None) else Path("runs") / run_id
+        _replaceable(dest)
         exported = None if args.kube_context else stack_info.kubeconfig
         try:
             with kubeconfig_file(exported) as kubeconfig:
@@ -37,12 +44,35 @@ def run_directory_of(args, run_id: str | None, stack_info: StackTarget | None = 
             raise UsageError(f"--run-dir {path}: not a directory")
         return path
     if run_id:
-        try:
-            path = run_dir(run_id)
-        except ValueError:
-            return None
+        path = run_dir(checked_run_id(run_id))
         return path if path.is_dir() else None
     return None
+
+
+def checked_run_id(run_id: str, what: str = "run id") -> str:
+    """``run_id`` when it can name /data/runs/<run-id> (letters, digits, '.', '_', '-'); a usage
+    error otherwise (``../x`` never leaves the runs directory)."""
+    from jobs.contract.records import run_dir
+
+    try:
+        run_dir(run_id)
+    except ValueError:
+        raise UsageError(f"{what} {redact(run_id)[:100]!r} is not a run id (letters, digits, '.', "
+                         "'_' and '-', starting with a letter or digit) and not a run directory here") from None
+    return run_id
+
+
+def _replaceable(dest: Path) -> None:
+    """--fetch replaces its destination with the copy: refuse one that is not a copy of a run
+    directory (a home folder given as --run-dir by mistake must not be deleted)."""
+    if not os.path.lexists(dest):
+        return
+    if dest.is_symlink() or not dest.is_dir():
+        raise UsageError(f"--fetch: {dest} exists and is not a directory: give --run-dir a new folder")
+    names = {entry.name for entry in dest.iterdir()}
+    if names and not names & {EVENTS_FILE, RESTARTS_FILE, TENSORBOARD_DIR, HEALTH_FILE}:
+        raise UsageError(f"--fetch replaces {dest} with the copy, and it holds other files (not a run "
+                         "directory): give --run-dir a new or empty folder")
 
 def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = None,
                    spec: GrpoSpec | None = None):
@@ -67,6 +97,15 @@ def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = Non
                           cost_basis=cost_basis, planned=planned, preview_estimate=preview,
                           model=spec.model if spec else None)
 
+def warn(lines: list[str], err, limit: int = 20) -> None:
+    """What the readers skipped, one line each on stderr (the report and status show them too)."""
+    for line in lines[:limit]:
+        print(f"[jobs] warning: {redact(line)}", file=err)
+    if len(lines) > limit:
+        print(f"[jobs] warning: ... and {len(lines) - limit} more (see the report)", file=err)
+    err.flush()
+
+
 def run_rows(args, run_id: str | None, target: Target | None) -> list[tuple[str, str]]:
     from jobs.cli.report import run_status_rows
 
@@ -82,7 +121,8 @@ def cmd_status_offline(args, out, err) -> int:
         stack_info = load_stack(args.stack, args.config_file, err)
         spec = stack_info.spec
     inputs = report_inputs(args, args.run_id or Path(args.run_dir).resolve().name, stack_info, spec)
-    assert inputs is not None
+    if inputs is None:
+        raise UsageError(f"--run-dir {args.run_dir}: not a directory")
     g = inputs.goodput
     rows = [("run", inputs.run_id), ("run dir", str(inputs.run_dir)),
             ("state", "live (no driver_end yet)" if g.live else "ended")]
@@ -96,6 +136,8 @@ def cmd_status_offline(args, out, err) -> int:
 
 def cmd_report(args, out, err) -> int:
     stack_info = spec = None
+    if args.out:
+        check_output_dir("--out", args.out)
     if args.stack or args.config_file:
         stack_info = load_stack(args.stack, args.config_file, err)
         spec = stack_info.spec
@@ -103,6 +145,8 @@ def cmd_report(args, out, err) -> int:
     if Path(run).is_dir() and not args.run_dir:
         args.run_dir = run
         run = Path(run).resolve().name
+    else:
+        checked_run_id(run, "RUN")
     run_id = run
     if spec is not None and not args.run_dir and run_id != spec.run_id:
         print(f"[jobs] note: run {run_id} is not the stack's run ({spec.run_id}); cost and planned "
@@ -113,37 +157,53 @@ def cmd_report(args, out, err) -> int:
         raise UsageError(f"no run directory for {run_id}: {run_dir(run_id)} is not here; give "
                          "--fetch --stack STACK (a copy from the head pod), or copy it yourself "
                          "(docs/metrics-and-report.md) and give --run-dir DIR")
+    skipped = inputs.data_warnings()
     if inputs.timeline.empty and inputs.metrics.empty:
-        raise UsageError(f"{inputs.run_dir}: no events.jsonl and no TensorBoard files: not a run directory?")
+        found = f": {'; '.join(skipped[:5])}" if skipped else ""
+        raise UsageError(f"{inputs.run_dir}: no usable events.jsonl records and no TensorBoard step "
+                         f"metrics: not a run directory?{found}")
+    out_dir = args.out or f"report-{inputs.run_id}"
+    if not args.out:
+        check_output_dir("--out", out_dir)
+    warn(skipped, err)
     from jobs.cli.report import build_report
 
     report = build_report(inputs)
-    page = report.write(args.out or f"report-{inputs.run_id}")
+    try:
+        page = report.write(out_dir)
+    except OSError as exc:   # a full disk, a FIFO or a symlink where a file goes
+        print(f"[jobs] error: cannot write the report to {out_dir}: {describe_write_error(exc)}"
+              + (f" ({exc.filename})" if exc.filename else ""), file=err, flush=True)
+        return ExitCode.FAILED
     print(f"[jobs] wrote {page} ({len(report.figures)} figures): goodput {inputs.goodput.describe()}",
           file=out, flush=True)
     return ExitCode.OK
 
 def cmd_plot(runs: Runs | None, target: Target | None, args, out, err) -> int:
-    from jobs.cli.plot import describe_records, plot_records
+    from jobs.cli.plot import MAX_PLOTTED, describe_records, plot_records, unplottable_values
     from jobs.cli.training_logs import merge_runs, parse_log
 
     framework = None if args.framework == "auto" else args.framework
     structured = None if args.log else report_inputs(
         args, getattr(target, "run_id", None) or args.run_id, getattr(target, "stack", None),
         getattr(target, "spec", None))
+    if structured is not None:
+        warn(structured.data_warnings(), err)
     if structured is not None and not structured.metrics.empty:
         records = structured.metrics.step_records()
         title = structured.run_id
         source = "TensorBoard files"
     elif runs is None and not args.log:
-        raise UsageError(f"{getattr(args, 'run_dir', None)}: no TensorBoard step metrics there")
+        skipped = structured.data_warnings() if structured is not None else []
+        raise UsageError(f"{getattr(args, 'run_dir', None)}: no TensorBoard step metrics there"
+                         + (f" ({'; '.join(skipped[:5])})" if skipped else ""))
     elif args.log:
         texts = []
         for name in args.log:
             try:
-                texts.append((name, Path(name).read_text(errors="replace")))
-            except OSError as exc:
-                raise UsageError(f"cannot read {name}: {exc.strerror}") from None
+                texts.append((name, read_text(name, CONSOLE_LOG, errors="replace")))
+            except UnusableFile as exc:
+                raise UsageError(f"--log: {exc}") from None
         title = ", ".join(Path(n).name for n, _ in texts)
     else:
         assert runs is not None and target is not None
@@ -165,10 +225,14 @@ def cmd_plot(runs: Runs | None, target: Target | None, args, out, err) -> int:
     except ValueError as exc:
         print(f"[jobs] {exc}", file=err, flush=True)
         return ExitCode.USAGE
-    except OSError as exc:   # a full disk, an unwritable or impossible path
-        print(f"[jobs] error: cannot write the plot to {args.out}: "
-              f"{exc.strerror or type(exc).__name__}", file=err, flush=True)
+    except OSError as exc:   # a full disk, a FIFO nobody reads
+        print(f"[jobs] error: cannot write the plot to {args.out}: {describe_write_error(exc)}",
+              file=err, flush=True)
         return ExitCode.FAILED
+    unplottable = unplottable_values(records)
+    if unplottable:
+        print(f"[jobs] warning: {unplottable} value(s) not drawn: NaN, infinite or beyond "
+              f"{MAX_PLOTTED:g}", file=err, flush=True)
     print(f"[jobs] wrote {path}: {describe_records(records)} [{source}]", file=out, flush=True)
     return ExitCode.OK
 
@@ -176,19 +240,18 @@ def cmd_plot(runs: Runs | None, target: Target | None, args, out, err) -> int:
 def cmd_health(args, out, err) -> int:
     """`health PATH`: a health.json (or the run directory holding it) as `status` shows it; exit
     0 when the gate passed, 6 when it failed."""
-    from jobs.cli.health_view import health_status_rows, read_health
-    from jobs.contract.health import HEALTH_FILE
+    from jobs.cli.health_view import gate_passed, health_status_rows, read_health
 
     path = Path(args.path)
     if path.is_dir():
         path = path / HEALTH_FILE
     try:
         doc = read_health(path)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except UnusableFile as exc:
+        raise UsageError(str(exc)) from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: not a health result (a JSON object)")
     for key, value in health_status_rows(doc):
         print(f"{key:<12}{value}", file=out)
     out.flush()
-    return ExitCode.OK if doc.get("passed") else ExitCode.HEALTH_GATE_FAILED
+    return ExitCode.OK if gate_passed(doc) else ExitCode.HEALTH_GATE_FAILED

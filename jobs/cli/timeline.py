@@ -1,23 +1,38 @@
 """The run's timeline, read back from what the run driver records under /data/runs/<run-id>/
 (events.jsonl and restarts.jsonl; their names and record shapes: jobs/contract/records.py).
 
-    read_timeline(run_dir) -> Timeline(events, restarts, skipped_lines)
+    read_timeline(run_dir) -> Timeline(events, restarts, warnings)
 
-The files are appended and flushed line by line while the run is live, and may sit on a FUSE
-mount that shows a half-written object: a last line without its newline, or one that is not
-JSON yet, is skipped (and counted), never an error. So is a line whose fields have the wrong
-type: a report of a run must not fail because one record is odd.
+The files are read through the one safe reader (jobs/contract/safe_files.py: regular files
+inside the run directory, size-capped). They are appended and flushed line by line while the run
+is live, and may sit on a FUSE mount that shows a half-written object: a last line without its
+newline, or one that is not JSON yet, is skipped (and counted), never an error. So is a line
+whose fields have the wrong type or an absurd value (a time of 1e308, a 5,000-digit attempt:
+jobs/contract/records.py ``event_problem``), and a file that cannot be read at all (a FIFO, a
+directory) is noted and the rest of the run still shown: a report of a run must not fail because
+one record is odd.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.contract.records import EVENTS_FILE, PAIRED_EVENTS, RESTARTS_FILE, Event, Restart, parse_event, parse_restart
+from jobs.cli.data_warnings import DataWarnings
+from jobs.contract.records import (
+    EVENTS_FILE,
+    PAIRED_EVENTS,
+    RESTARTS_FILE,
+    Event,
+    Restart,
+    event_problem,
+    parse_event,
+    parse_restart,
+    restart_problem,
+)
+from jobs.contract.safe_files import EVENTS, RESTARTS, FileKind, UnusableFile, json_lines, read_bytes
 
 
 @dataclass(frozen=True)
@@ -33,34 +48,34 @@ class Interval:
         return max((self.end if self.end is not None else now) - self.begin, 0.0)
 
 
-def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """(objects, skipped line count). A missing file is an empty timeline."""
+def read_jsonl(path: Path, kind: FileKind, warnings: DataWarnings,
+               within: str | Path | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file; lines that are not one are counted in ``warnings``, a
+    file that cannot be read is noted there. A missing file is an empty timeline."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return [], 0
+        data = read_bytes(path, kind, within=within if within is not None else path.parent)
+    except UnusableFile as err:
+        if not err.missing:
+            warnings.note(f"{path.name} not read: it {err.reason}")
+        return []
     rows: list[dict[str, Any]] = []
-    skipped = 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            skipped += 1
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
+    for _number, row, problem in json_lines(data):
+        if row is None:
+            warnings.skip("line", path.name, problem or "unreadable")
         else:
-            skipped += 1
-    return rows, skipped
+            rows.append(row)
+    return rows
 
 
 @dataclass
 class Timeline:
     events: list[Event]
     restarts: list[Restart]
-    skipped_lines: int = 0
+    warnings: DataWarnings = field(default_factory=DataWarnings)
+
+    @property
+    def skipped_lines(self) -> int:
+        return self.warnings.skipped
 
     @property
     def empty(self) -> bool:
@@ -127,28 +142,32 @@ class Timeline:
 
 
 def timeline_from_rows(events: Iterable[dict[str, Any]], restarts: Iterable[dict[str, Any]] = (),
-                       skipped: int = 0) -> Timeline:
+                       warnings: DataWarnings | None = None) -> Timeline:
+    warnings = warnings if warnings is not None else DataWarnings()
     parsed_events, parsed_restarts = [], []
     for row in events:
-        e = parse_event(row)
+        problem = event_problem(row)
+        e = None if problem else parse_event(row)
         if e is None:
-            skipped += 1
+            warnings.skip("line", EVENTS_FILE, problem or "not an event")
         else:
             parsed_events.append(e)
     for row in restarts:
-        r = parse_restart(row)
+        problem = restart_problem(row)
+        r = None if problem else parse_restart(row)
         if r is None:
-            skipped += 1
+            warnings.skip("line", RESTARTS_FILE, problem or "not a restart")
         else:
             parsed_restarts.append(r)
     # Appended in order by one writer; sorted anyway (stable) so a clock step never reorders pairs.
     parsed_events.sort(key=lambda e: e.time)
     parsed_restarts.sort(key=lambda r: r.time)
-    return Timeline(parsed_events, parsed_restarts, skipped)
+    return Timeline(parsed_events, parsed_restarts, warnings)
 
 
 def read_timeline(run_directory: str | Path) -> Timeline:
     root = Path(run_directory)
-    events, skipped_e = read_jsonl(root / EVENTS_FILE)
-    restarts, skipped_r = read_jsonl(root / RESTARTS_FILE)
-    return timeline_from_rows(events, restarts, skipped_e + skipped_r)
+    warnings = DataWarnings()
+    events = read_jsonl(root / EVENTS_FILE, EVENTS, warnings, within=root)
+    restarts = read_jsonl(root / RESTARTS_FILE, RESTARTS, warnings, within=root)
+    return timeline_from_rows(events, restarts, warnings)

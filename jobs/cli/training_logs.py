@@ -45,16 +45,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_NUMBER = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|NaN|Infinity)"
+# One way to match each number (no nested optional digit runs): linear time on a line of a
+# million digits.
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|NaN|Infinity)"
 # verl values: 0.53 | 3 | 1e-06 | nan | np.float64(0.53) | np.int64(3) | tensor(0.53)
 _VERL_VALUE = re.compile(rf"^(?:[A-Za-z_][\w.]*\()?\s*({_NUMBER})\s*\)?$")
-_VERL_STEP = re.compile(r"(?:^|[\s)\]])step:(\d+) - ")
+# At most 12 digits for a step, epoch or count: a longer one is no real step (and Python refuses
+# to convert 4,300+ digits).
+_VERL_STEP = re.compile(r"(?:^|[\s)\]])step:(\d{1,12}) - ")
 
 VERL_REWARD_KEYS = ("critic/score/mean", "critic/rewards/mean")
 VERL_LENGTH_KEY = "response_length/mean"
 
-_NEMO_EPOCH = re.compile(r"=+ Epoch (\d+)/(\d+) =+")
-_NEMO_STEP = re.compile(r"=+ Step (\d+)/(\d+) =+")
+_NEMO_EPOCH = re.compile(r"=+ Epoch (\d{1,12})/(\d{1,12}) =+")
+_NEMO_STEP = re.compile(r"=+ Step (\d{1,12})/(\d{1,12}) =+")
 _NEMO_TRAIN = "📊 Training Results:"
 _NEMO_VALID = "📊 Validation Results:"
 # The line that opens a section of a step's block, and the section the metric lines below it

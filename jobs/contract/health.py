@@ -21,6 +21,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.contract.value_checks import (
+    Check,
+    absolute_path,
+    boolean,
+    env_map,
+    field_problems,
+    fraction,
+    given,
+    integer,
+    list_of,
+    number,
+    object_of,
+    one_of,
+    optional,
+    seconds,
+    string_map,
+    text,
+)
+
 GIB = 1 << 30
 MIB = 1 << 20
 HEALTH_FILE = "health.json"
@@ -94,46 +113,79 @@ class HealthPlan:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> HealthPlan:
-        raw = dict(raw.get("health", raw)) if isinstance(raw, Mapping) else raw
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise HealthPlanError(f"unknown health plan keys: {', '.join(unknown)}")
+    def from_dict(cls, raw: Any) -> HealthPlan:
+        """A health plan from JSON (the run plan's "health" object, or a whole run plan holding
+        one), checked field by field (``health_plan_problems``); HealthPlanError naming every
+        bad key otherwise."""
+        raw = raw.get("health", raw) if isinstance(raw, Mapping) else raw
+        problems = health_plan_problems(raw)
+        if problems:
+            raise HealthPlanError("; ".join(problems))
         values = dict(raw)
         for key in ("collectives", "sizes_bytes"):
             if key in values:
                 values[key] = tuple(values[key])
         if "published" in values:
-            values["published"] = tuple(PublishedFigure(**p) if isinstance(p, Mapping) else p
-                                        for p in values["published"])
-        if values.get("storage") is not None and isinstance(values["storage"], Mapping):
+            values["published"] = tuple(PublishedFigure(**p) for p in values["published"])
+        if values.get("storage") is not None:
             values["storage"] = StoragePlan(**values["storage"])
-        plan = cls(**values)
-        plan.check()
-        return plan
+        return cls(**values)
 
     def check(self) -> None:
-        problems = []
-        if self.mode not in MODES:
-            problems.append(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
-        if self.backend not in ("nccl", "gloo"):
-            problems.append(f"backend {self.backend!r} is not nccl or gloo")
-        bad = [c for c in self.collectives if c not in COLLECTIVES]
-        if bad or not self.collectives:
-            problems.append(f"collectives {list(self.collectives)}: each one of {', '.join(COLLECTIVES)}")
-        if not self.sizes_bytes or any(s <= 0 for s in self.sizes_bytes):
-            problems.append("sizes_bytes: at least one positive size")
-        if self.iterations < 1 or self.warmup_iterations < 0:
-            problems.append("iterations >= 1 and warmup_iterations >= 0")
-        if not 0 < self.published_fraction <= 1:
-            problems.append("published_fraction in (0, 1]")
+        """HealthPlanError naming every bad field of a plan built in Python."""
+        problems = health_plan_problems(self.to_dict())
         if problems:
             raise HealthPlanError("; ".join(problems))
 
     @property
     def localize_size(self) -> int:
         return self.localize_size_bytes or max(self.sizes_bytes)
+
+
+# ---- the checks of a health plan, one per field -------------------------------------------------
+
+_BYTES = integer(1, 2**40)          # a collective of at most 1 TiB
+_GBPS = number(above=0, high=1e6)
+PUBLISHED_FIELDS: dict[str, Check] = {
+    "collective": one_of(*COLLECTIVES), "nodes": integer(1, 100_000), "size_bytes": _BYTES,
+    "busbw_gbps": _GBPS, "source": text(), "read": text(empty=True),
+}
+STORAGE_FIELDS: dict[str, Check] = {
+    "directory": absolute_path, "size_bytes": integer(1, 2**50), "streams": integer(1, 1024),
+    "kind": one_of("lustre", "gcs"), "expected_write_gbps": optional(_GBPS),
+    "expected_read_gbps": optional(_GBPS), "expected_source": text(empty=True),
+    "warn_fraction": fraction(zero_ok=True), "block_bytes": integer(1, 2**34),    # 0: never warn
+}
+HEALTH_FIELDS: dict[str, Check] = {
+    "mode": one_of(*MODES),
+    "backend": one_of("nccl", "gloo"),
+    "machine_type": text(empty=True, max_length=100),
+    "collectives": list_of(one_of(*COLLECTIVES), min_length=1, max_length=len(COLLECTIVES)),
+    "sizes_bytes": list_of(_BYTES, min_length=1, max_length=64),
+    "warmup_iterations": integer(0, 1000),
+    "iterations": integer(1, 100_000),
+    "min_average_busbw_gbps": number(low=0, high=1e6),
+    "published_fraction": fraction(),
+    "published": list_of(object_of(PUBLISHED_FIELDS, required=("collective", "nodes", "size_bytes",
+                                                               "busbw_gbps", "source")), max_length=1000),
+    "localize": boolean,
+    "localize_size_bytes": optional(_BYTES),
+    "intra_node_outlier_fraction": fraction(zero_ok=True),     # 0: no node is an outlier
+    "placement_timeout_s": seconds(),
+    "timeout_s": seconds(),
+    "env": env_map,
+    "nccl_debug_log": boolean,
+    "storage": optional(object_of(STORAGE_FIELDS, required=tuple(
+        f.name for f in dataclasses.fields(StoragePlan) if f.default is dataclasses.MISSING))),
+    "sources": string_map,
+}
+
+
+def health_plan_problems(raw: Any, where: str = "") -> list[str]:
+    """Every problem of a health plan's JSON, each naming its key (prefixed by ``where``)."""
+    if not isinstance(raw, Mapping):
+        return [f"{where.rstrip('.') or 'the health plan'} must be an object, got {given(raw)}"]
+    return field_problems(raw, HEALTH_FIELDS, where=where, what="health plan")
 
 
 # ---- bus bandwidth, as nccl-tests defines it ------------------------------------------------------

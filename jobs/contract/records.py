@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.contract.layout import DATA_LAYOUT
+from jobs.contract.safe_files import OversizedInteger
 
 RUNS_ROOT = DATA_LAYOUT.runs
 EVENTS_FILE = "events.jsonl"
@@ -94,34 +95,75 @@ GPU_WAIT_LOG_PREFIX = "[wait_for_gpus]"
 GPU_WAIT_TIMEOUT_MARKER = f"{GPU_WAIT_LOG_PREFIX} TIMEOUT"
 
 
-def _finite_number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+# Record times are Unix seconds (time.time() on the head). Outside 1970..2100 a "time" is no
+# moment a run had (1e308, a negative number): such a record is skipped, never plotted.
+EARLIEST_TIME = 0.0
+LATEST_TIME = 4_102_444_800.0            # 2100-01-01T00:00:00Z
+# Attempts and trainer starts count from 0 or 1; a million of either is no real run.
+MAX_COUNTER = 1_000_000
+# Checkpoint steps, exit codes: plain integers of a sane size (a step is an int64 in both
+# frameworks' TensorBoard files; an exit code is 0..255, or negative for a signal).
+MAX_STEP = 10**12
 
 
-def _plain_int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
+def plain_int(value: Any, low: int = -(2**63), high: int = 2**63 - 1) -> int | None:
+    """An int (not a bool) within [low, high], else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         return None
     return value
 
 
+def time_problem(value: Any) -> str | None:
+    """Why ``value`` is not a record time, or None."""
+    if isinstance(value, OversizedInteger):
+        return "time out of range"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "time missing or not a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "time not finite"
+    if not EARLIEST_TIME <= value <= LATEST_TIME:
+        return "time out of range"
+    return None
+
+
+def _counter_problem(row: dict[str, Any]) -> str | None:
+    for name in ("attempt", "start"):
+        if plain_int(row.get(name), 0, MAX_COUNTER) is None:
+            return f"{name} missing or not a whole number in 0..{MAX_COUNTER:,}"
+    return None
+
+
+def event_problem(row: dict[str, Any]) -> str | None:
+    """Why an events.jsonl object is not an event (a short reason, the same for every line with
+    that fault, so they can be counted), or None."""
+    problem = time_problem(row.get("time"))
+    if problem:
+        return problem
+    name = row.get("event")
+    if not isinstance(name, str) or not name or len(name) > 200:
+        return "event name missing or not text"
+    return _counter_problem(row)
+
+
+def restart_problem(row: dict[str, Any]) -> str | None:
+    """Why a restarts.jsonl object is not a restart, or None."""
+    return time_problem(row.get("time")) or _counter_problem(row)
+
+
 def parse_event(row: dict[str, Any]) -> Event | None:
-    time, name = _finite_number(row.get("time")), row.get("event")
-    attempt, start = _plain_int(row.get("attempt")), _plain_int(row.get("start"))
-    if time is None or not isinstance(name, str) or attempt is None or start is None:
+    if event_problem(row) is not None:
         return None
     extra = {k: v for k, v in row.items() if k not in ("time", "event", "attempt", "start")}
-    return Event(time, name, attempt, start, extra)
+    return Event(float(row["time"]), row["event"], row["attempt"], row["start"], extra)
 
 
 def parse_restart(row: dict[str, Any]) -> Restart | None:
-    time, attempt, start = _finite_number(row.get("time")), _plain_int(row.get("attempt")), _plain_int(row.get("start"))
-    if time is None or attempt is None or start is None:
+    if restart_problem(row) is not None:
         return None
     reason = row.get("reason")
-    return Restart(time, reason if isinstance(reason, str) else "unknown", _plain_int(row.get("exit_code")),
-                   _plain_int(row.get("last_checkpoint_step")), attempt, start)
+    return Restart(float(row["time"]), reason if isinstance(reason, str) else "unknown",
+                   plain_int(row.get("exit_code"), -(2**31), 2**31 - 1),
+                   plain_int(row.get("last_checkpoint_step"), 0, MAX_STEP), row["attempt"], row["start"])
 
 
 def restarts_from_log(text: str) -> list[dict[str, Any]]:

@@ -22,12 +22,34 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.contract.credentials import redact
+from jobs.contract.health import health_plan_problems
+from jobs.contract.layout import CHECKPOINTS_DIR, MOUNT_PATH, RUNS_DIR
+from jobs.contract.safe_files import RUN_PLAN, UnusableFile, read_json
 from jobs.contract.spec import GrpoSpec
+from jobs.contract.value_checks import (
+    Check,
+    Invalid,
+    absolute_path,
+    credential_problems,
+    env_map,
+    field_problems,
+    given,
+    integer,
+    list_of,
+    object_of,
+    one_of,
+    optional,
+    seconds,
+    text,
+)
 
 PLAN_DIR = "/opt/gke-grpo/run"
 PLAN_FILE = "plan.json"
@@ -46,7 +68,7 @@ DEFAULT_GPU_POLL_SECONDS = 2.0
 
 
 class RunPlanError(Exception):
-    """The plan file is missing, unreadable or not a plan: a one-line reason."""
+    """The plan file is missing, unreadable or not a plan: a one-line reason naming every bad key."""
 
 
 @dataclass(frozen=True)
@@ -88,71 +110,143 @@ class RunPlan:
         return json.dumps(dataclasses.asdict(self), sort_keys=True, indent=1) + "\n"
 
 
-def _command(value: Any, where: str) -> Command:
-    if not isinstance(value, dict) or not isinstance(value.get("argv"), list) or not value["argv"] \
-            or not all(isinstance(a, str) and a for a in value["argv"]):
-        raise RunPlanError(f"{where}.argv must be a non-empty list of strings")
-    env = value.get("env") or {}
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise RunPlanError(f"{where}.env must map names to strings")
-    cwd = value.get("cwd")
-    if cwd is not None and not isinstance(cwd, str):
-        raise RunPlanError(f"{where}.cwd must be a string")
-    return Command(argv=tuple(value["argv"]), cwd=cwd, env=dict(env))
+# ---- the checks of a plan, one per field ----------------------------------------------------------
+# A new plan field gets its check here (a test keeps this table equal to RunPlan's fields); the
+# rules that read two fields are in ``_cross_field_problems``.
+
+MAX_COUNT = 1_000_000
+MAX_GPUS_PER_NODE = 64
+RUN_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}"
+# Where the shared storage is mounted on the head (jobs/contract/layout.py): run_dir and
+# checkpoint_dir must lie below its runs/ and checkpoints/. Tests and benchmarks that run the
+# driver against a scratch directory set this variable; nothing else should.
+DATA_ROOT_ENV = "GKE_GRPO_DATA_ROOT"
+
+_COMMAND_FIELDS: dict[str, Check] = {
+    "argv": list_of(text(), min_length=1, max_length=10_000),
+    "cwd": optional(absolute_path),
+    "env": env_map,
+}
+_command = object_of(_COMMAND_FIELDS, required=("argv",))
 
 
-def plan_from_dict(data: Any) -> RunPlan:
+def _health(value: Any, key: str) -> None:
+    problems = health_plan_problems(value, where=f"{key}.")
+    if problems:
+        raise Invalid("; ".join(problems))
+
+
+PLAN_FIELDS: dict[str, Check] = {
+    "version": integer(PLAN_VERSION, PLAN_VERSION),
+    "run_id": text(pattern=RUN_ID_PATTERN, meaning="a run id (letters, digits, '.', '_', '-')"),
+    "attempt": integer(1, MAX_COUNT),
+    "framework": one_of("verl", "nemo-rl"),
+    "run_dir": absolute_path,
+    "checkpoint_dir": absolute_path,
+    "prepare": optional(_command),
+    "export": optional(_command),
+    "evaluate": optional(_command),
+    "gpus": integer(1, MAX_COUNT),
+    "gpus_per_node": integer(1, MAX_GPUS_PER_NODE),
+    "gpu_wait_seconds": seconds(),
+    "trainer": _command,
+    "deadline_seconds": optional(seconds()),
+    "max_restarts": integer(0, MAX_COUNT),
+    "stop_grace_seconds": seconds(),
+    "backoff_base_seconds": seconds(),
+    "backoff_cap_seconds": seconds(),
+    "gpu_poll_seconds": seconds(3600),
+    "health": optional(_health),
+    "prune_checkpoints_keep": optional(integer(1, MAX_COUNT)),
+}
+REQUIRED_FIELDS = tuple(f.name for f in dataclasses.fields(RunPlan)
+                        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+
+
+def data_root() -> str:
+    """The shared storage's mount point the plan's directories must lie under."""
+    root = os.environ.get(DATA_ROOT_ENV) or MOUNT_PATH
+    if not root.startswith("/") or posixpath.normpath(root) != root:
+        raise RunPlanError(f"{DATA_ROOT_ENV} must be an absolute, normalized path, got {given(root)}")
+    return root
+
+
+def _below(path: str, root: str) -> bool:
+    return path.startswith(root.rstrip("/") + "/") and path != root
+
+
+def _cross_field_problems(data: dict[str, Any], root: str) -> list[str]:
+    problems = []
+    for name, folder in (("run_dir", RUNS_DIR), ("checkpoint_dir", CHECKPOINTS_DIR)):
+        parent = posixpath.join(root, folder)
+        if not _below(data[name], parent):
+            problems.append(f"{name} must be a directory below {parent}/, got {redact(data[name])[:200]}")
+    if data["gpus"] % data["gpus_per_node"]:
+        problems.append(f"gpus ({data['gpus']}) must be a multiple of gpus_per_node ({data['gpus_per_node']})")
+    base = data.get("backoff_base_seconds", DEFAULT_BACKOFF_BASE_SECONDS)
+    cap = data.get("backoff_cap_seconds", DEFAULT_BACKOFF_CAP_SECONDS)
+    if cap < base:
+        problems.append(f"backoff_cap_seconds ({cap:g}) must not be below backoff_base_seconds ({base:g})")
+    storage = (data.get("health") or {}).get("storage")
+    if storage and not _below(storage["directory"], data["run_dir"]):
+        problems.append(f"health.storage.directory must be below run_dir ({data['run_dir']}): the "
+                        "storage probe writes and deletes there")
+    return problems
+
+
+def plan_problems(data: Any, root: str | None = None) -> list[str]:
+    """Every problem of a plan's JSON, each naming its key: exact types, bounds, paths under the
+    data root, the health gate's plan, and no credential-shaped value anywhere."""
     if not isinstance(data, dict):
-        raise RunPlanError("not a JSON object")
-    if data.get("version") != PLAN_VERSION:
-        raise RunPlanError(f"plan version {data.get('version')!r}, this driver reads version {PLAN_VERSION}")
-    names = {f.name for f in dataclasses.fields(RunPlan)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise RunPlanError(f"unknown plan keys: {', '.join(unknown)}")
-    missing = sorted(f.name for f in dataclasses.fields(RunPlan) if f.name not in data
-                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-    if missing:
-        raise RunPlanError(f"missing plan keys: {', '.join(missing)}")
+        return ["not a JSON object"]
+    version = data.get("version")
+    if isinstance(version, bool) or version != PLAN_VERSION:
+        return [f"plan version {given(version)}, this driver reads version {PLAN_VERSION}"]
+    problems = field_problems(data, PLAN_FIELDS, required=REQUIRED_FIELDS, what="plan")
+    secrets = credential_problems(data, "")
+    if secrets:
+        problems.append("the plan must never carry a secret (the head reads the Hugging Face "
+                        "token from its mounted Secret): " + "; ".join(secrets))
+    if not problems:
+        problems = _cross_field_problems(data, root if root is not None else data_root())
+    return problems
+
+
+def _as_command(value: dict[str, Any]) -> Command:
+    return Command(argv=tuple(value["argv"]), cwd=value.get("cwd"), env=dict(value.get("env") or {}))
+
+
+def plan_from_dict(data: Any, *, root: str | Path | None = None) -> RunPlan:
+    """The plan of a JSON object, checked (``plan_problems``); RunPlanError naming every bad key
+    otherwise. ``root``: the data root the directories must lie under (default: /data, or
+    $GKE_GRPO_DATA_ROOT)."""
+    problems = plan_problems(data, None if root is None else str(root))
+    if problems:
+        count = f"{len(problems)} problems: " if len(problems) > 1 else ""
+        raise RunPlanError(count + "; ".join(problems))
     fields = dict(data)
-    fields["trainer"] = _command(data.get("trainer"), "trainer")
+    fields["trainer"] = _as_command(data["trainer"])
     for stage in ("prepare", "export", "evaluate"):
-        fields[stage] = None if data.get(stage) is None else _command(data[stage], stage)
-    plan = RunPlan(**fields)
-    for name in ("run_id", "framework", "run_dir", "checkpoint_dir"):
-        if not isinstance(getattr(plan, name), str) or not getattr(plan, name):
-            raise RunPlanError(f"{name} must be a non-empty string")
-    for name, low in (("attempt", 1), ("gpus", 1), ("gpus_per_node", 1), ("max_restarts", 0)):
-        value = getattr(plan, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise RunPlanError(f"{name} must be an integer >= {low}, got {value!r}")
-    for name in ("gpu_wait_seconds", "stop_grace_seconds", "backoff_base_seconds",
-                 "backoff_cap_seconds", "gpu_poll_seconds"):
-        value = getattr(plan, name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise RunPlanError(f"{name} must be a number > 0, got {value!r}")
-    if plan.deadline_seconds is not None and (not isinstance(plan.deadline_seconds, (int, float))
-                                              or plan.deadline_seconds <= 0):
-        raise RunPlanError(f"deadline_seconds must be a number > 0 or null, got {plan.deadline_seconds!r}")
-    return plan
+        fields[stage] = None if data.get(stage) is None else _as_command(data[stage])
+    return RunPlan(**fields)
 
 
-def load_plan(path: str | Path) -> RunPlan:
-    """Read and check a plan file; PlanError with a one-line reason otherwise."""
+def load_plan(path: str | Path, *, root: str | Path | None = None) -> RunPlan:
+    """Read and check a plan file (through the one safe reader: a regular file of at most
+    1 MiB, UTF-8 JSON of bounded depth); RunPlanError with a one-line reason otherwise."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise RunPlanError(f"plan file {path} does not exist (is the jobs ConfigMap mounted on the "
-                        "head? `pulumi up` writes it)") from None
-    except OSError as exc:
-        raise RunPlanError(f"plan file {path} is unreadable: {exc.strerror or exc}") from None
+        data = read_json(path, RUN_PLAN)
+    except UnusableFile as exc:
+        if exc.missing:
+            raise RunPlanError(f"plan file {path} does not exist (is the jobs ConfigMap mounted on the "
+                               "head? `pulumi up` writes it)") from None
+        reason = exc.reason
+        if not reason.startswith(("is not JSON", "nested")):
+            reason = "is unreadable: " + reason.removeprefix("is ")
+        raise RunPlanError(f"plan file {path} {reason}") from None
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise RunPlanError(f"plan file {path} is not JSON: {exc}") from None
-    try:
-        return plan_from_dict(data)
+        return plan_from_dict(data, root=root)
     except RunPlanError as exc:
         raise RunPlanError(f"plan file {path}: {exc}") from None
 

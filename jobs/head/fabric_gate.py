@@ -52,6 +52,7 @@ from jobs.contract.health import (
     HealthPlanError,
     health_log_summary,
 )
+from jobs.contract.safe_files import RUN_PLAN, UnusableFile, read_json
 from jobs.head.fabric_probe import CollectiveProbe
 from jobs.head.fabric_verdict import (
     aggregate,
@@ -423,9 +424,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    try:
-        plan = HealthPlan.from_dict(json.loads(Path(args.plan).read_text()))
-    except (OSError, ValueError, TypeError) as exc:
+    try:   # the one safe reader: a FIFO or /dev/zero as --plan is refused, never waited on
+        plan = HealthPlan.from_dict(read_json(args.plan, RUN_PLAN))
+    except (UnusableFile, HealthPlanError) as exc:
         print(f"{LOG_PREFIX} bad plan {args.plan}: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
     import ray

@@ -3,10 +3,9 @@ jobs CLI read a config file through ``read_stack_file`` and nothing else, so tha
 broken file is refused the same way everywhere, in bounded time and memory, with one line that
 names the file and what is wrong, and never a traceback:
 
-- not a regular file (a directory, a FIFO, ``/dev/zero``, a socket): refused before reading
-  (opened with O_NONBLOCK, so a FIFO with no writer cannot block the open);
-- more than ``MAX_BYTES``: refused after reading at most MAX_BYTES + 1 bytes;
-- not UTF-8 (a Latin-1 byte, UTF-16, random bytes): refused with the byte offset;
+- not a regular file (a directory, a FIFO, ``/dev/zero``, a socket), more than ``MAX_BYTES``,
+  not UTF-8 (a Latin-1 byte, UTF-16, random bytes): refused by the one safe reader of the
+  project, jobs/contract/safe_files.py, as every other file the programs read;
 - YAML aliases (``*name``), the vehicle of "billion laughs" bombs: refused, with the line (a
   Pulumi stack file never needs them);
 - nesting deeper than ``MAX_DEPTH``: refused while composing, before recursing further;
@@ -20,11 +19,8 @@ import it (the layering is tools -> components -> jobs).
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import re
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,14 +28,13 @@ from typing import Any, ClassVar
 import yaml
 
 from jobs.contract.credentials import redact
+from jobs.contract.safe_files import MAX_JSON_DEPTH, STACK_FILE, UnusableFile, decode_utf8, read_bytes
 
 PROJECT = "gke-grpo"
-# Our stack files are ~2-4 KiB; 256 KiB leaves room for comments and long lists while keeping
-# the cost of a hostile file small (the pure-Python loader reads ~1 MB/s on a slow core).
-MAX_BYTES = 256 * 1024
-# The deepest real stack file nests 4 levels (config > area > object > list); 64 is far above
-# any config and far below Python's recursion limit, which PyYAML's composer would hit.
-MAX_DEPTH = 64
+# The cap (256 KiB) and the depth bound are the shared reader's (jobs/contract/safe_files.py):
+# the deepest real stack file nests 4 levels (config > area > object > list).
+MAX_BYTES = STACK_FILE.max_bytes
+MAX_DEPTH = MAX_JSON_DEPTH
 # What the preview puts in place of a `secure:` value it cannot decrypt.
 SECRET_PLACEHOLDER = "offline-preview-placeholder"
 _ECHO_CHARS = 80
@@ -115,46 +110,17 @@ class _Refused(Exception):
 
 def _read_bounded(path: Path) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        if err.errno == errno.EISDIR:
-            raise ConfigFileError(f"{path} is a directory, not a stack file") from None
-        raise ConfigFileError(f"cannot read {path}: {err.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise ConfigFileError(f"{path} is a directory, not a stack file")
-        if not stat.S_ISREG(mode):
-            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
-                    else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-                    else "not a regular file")
-            raise ConfigFileError(f"{path} is {kind}, not a regular stack file")
-        chunks, size = [], 0
-        while size <= MAX_BYTES:
-            try:
-                chunk = os.read(fd, min(65536, MAX_BYTES + 1 - size))
-            except OSError as err:
-                raise ConfigFileError(f"cannot read {path}: {err.strerror}") from None
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_BYTES:
-            raise ConfigFileError(f"{path} is larger than {MAX_BYTES // 1024} KiB: not a stack file")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        return read_bytes(path, STACK_FILE)
+    except UnusableFile as err:
+        raise ConfigFileError(str(err)) from None
 
 
 def load_yaml_text(data: bytes, where: str) -> Any:
     """UTF-8 bytes -> the YAML document, refusing what the module docstring lists."""
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ConfigFileError(f"{where} is not UTF-8: byte 0x{data[err.start]:02x} at offset "
-                              f"{err.start} ({err.reason}); save it as UTF-8") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
+        text = decode_utf8(data, where)
+    except UnusableFile as err:
+        raise ConfigFileError(str(err)) from None
     if "\x00" in text:
         raise ConfigFileError(f"{where}: a NUL character at offset {text.index(chr(0))}: "
                               "not a text file")

@@ -27,7 +27,7 @@ FAKE_TRAINER = str(Path(__file__).resolve().parents[1] / "fake_trainer.py")
 
 
 def make_plan(tmp_path: Path, mode: str, **changes) -> RunPlan:
-    checkpoints = tmp_path / "checkpoints"
+    checkpoints = tmp_path / "checkpoints" / "exp-12345678"
     plan = RunPlan(run_id="exp-12345678", attempt=1, framework="verl",
                    run_dir=str(tmp_path / "runs" / "exp-12345678"), checkpoint_dir=str(checkpoints),
                    prepare=None, gpus=2, gpus_per_node=2, gpu_wait_seconds=30,
@@ -356,7 +356,8 @@ def test_trainer_working_directory_that_does_not_exist(tmp_path):
 
 
 def test_checkpoint_directory_that_is_not_writable(tmp_path):
-    blocker = tmp_path / "a-file"
+    blocker = tmp_path / "checkpoints" / "a-file"
+    blocker.parent.mkdir()
     blocker.write_text("not a directory")
     plan = make_plan(tmp_path, "ok", checkpoint_dir=str(blocker / "checkpoints"))
     code, output = run_driver(_write(tmp_path, plan), env=_env())

@@ -29,7 +29,7 @@ import pytest
 from jobs.cli import main as cli
 from jobs.cli.ray_jobs import RetryPolicy
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.run_plan import PLAN_PATH, RUN_COMMAND, Command, RunPlan
+from jobs.contract.run_plan import DATA_ROOT_ENV, PLAN_PATH, RUN_COMMAND, Command, RunPlan
 from jobs.head.run_records import read_restarts
 from tests.conftest import ROOT, preview_with
 from tests.jobs import ray_head
@@ -61,21 +61,27 @@ else:
         if not Path("/opt/gke-grpo/jobs").exists():
             Path("/opt/gke-grpo/jobs").symlink_to(ROOT / "jobs")
 
+    # The head's /data: one scratch directory for the module's head (its env names it), where
+    # every test's run has its own runs/<run-id> and checkpoints/<run-id>.
+    HEAD_DATA: list[Path] = []
+
     @pytest.fixture(scope="module")
-    def head():
+    def head(tmp_path_factory):
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
         assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"], links
         install_head_layout()
         # The head pod's env (components/grpo_job.py head_code_mount): the jobs package by path.
         os.environ["PYTHONPATH"] = "/opt/gke-grpo"
+        HEAD_DATA[:] = [tmp_path_factory.mktemp("data")]
+        os.environ[DATA_ROOT_ENV] = str(HEAD_DATA[0])
         with ray_head.running_head() as dashboard:
             yield dashboard
 
     def write_plan(tmp_path: Path, run_id: str, mode: str, **changes) -> RunPlan:
-        checkpoints = tmp_path / "checkpoints" / run_id
+        checkpoints = HEAD_DATA[0] / "checkpoints" / run_id
         staged = tmp_path / "staged"
         fields = dict(
-            run_id=run_id, attempt=1, framework="verl", run_dir=str(tmp_path / "runs" / run_id),
+            run_id=run_id, attempt=1, framework="verl", run_dir=str(HEAD_DATA[0] / "runs" / run_id),
             checkpoint_dir=str(checkpoints),
             # a staging step that leaves a marker, as jobs.prepare does
             prepare=Command(argv=(PY, "-c", f"import pathlib; pathlib.Path({str(staged)!r}).write_text('ok')")),

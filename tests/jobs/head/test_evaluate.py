@@ -142,9 +142,9 @@ def test_replicas_follow_the_gpus_and_the_problem_count():
 def test_after_a_completed_trainer_the_driver_exports_and_evaluates(tmp_path):
     """The real driver, a stand-in trainer that checkpoints step 1 like verl (with the
     huggingface/ folder hf_model adds), the real export and evaluation modules as its children."""
-    checkpoints = tmp_path / "checkpoints"
-    hf_files(checkpoints / "global_step_1" / "actor" / "huggingface")
     plan = make_plan(tmp_path, "ok")
+    checkpoints = Path(plan.checkpoint_dir)
+    hf_files(checkpoints / "global_step_1" / "actor" / "huggingface")
     run_dir = Path(plan.run_dir)
     argv = evaluate_argv(tmp_path, "verl")
     argv[argv.index("--run-dir") + 1] = str(run_dir)

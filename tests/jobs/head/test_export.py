@@ -310,8 +310,10 @@ def test_upload_reads_the_token_file_and_never_prints_it(tmp_path, capsys):
     assert TOKEN not in str(failure.value) and "upload to org/fails failed" in str(failure.value)
 
 
-def test_options_come_from_the_deployed_plan(tmp_path):
-    from jobs.contract.run_plan import Command, RunPlan
+def test_options_come_from_the_deployed_plan(tmp_path, monkeypatch):
+    from jobs.contract.run_plan import DATA_ROOT_ENV, Command, RunPlan
+
+    monkeypatch.setenv(DATA_ROOT_ENV, "/data")      # the plan as the stack deploys it
 
     plan = RunPlan(run_id=RUN, attempt=1, framework="verl", run_dir="/data/runs/" + RUN,
                    checkpoint_dir="/data/checkpoints/" + RUN, prepare=None, gpus=8, gpus_per_node=8,
