@@ -34,7 +34,7 @@ CASES: tuple[HostileCase, ...] = (
     HostileCase("directory", "is a directory, not a stack file"),
     HostileCase("fifo", "is a FIFO, not a regular stack file"),
     HostileCase("oversize", "is larger than 256 KiB"),
-    HostileCase("huge-int", "a value YAML cannot convert"),
+    HostileCase("huge-int", "is outside the 64-bit range the Pulumi CLI reads"),
     HostileCase("duplicate-area", "duplicate key 'gke-grpo:gpu' on line"),
     HostileCase("duplicate-field", "duplicate key 'nodes' on line"),
     HostileCase("python-tag", "is not valid YAML"),

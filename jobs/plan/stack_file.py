@@ -13,6 +13,20 @@ names the file and what is wrong, and never a traceback:
 - a syntax error: the line and column and the parser's problem, never the offending text
   (it could be a secret).
 
+Plain scalars are typed as the Pulumi CLI types them, not as PyYAML's YAML 1.1 defaults would, so
+the preview and `pulumi up` read the same values. The CLI parses stack files with go-yaml v3
+(pulumi/pulumi v3.259.0 sdk/go/common/encoding/marshal.go; sdk/go.mod pins gopkg.in/yaml.v3
+v3.0.1, whose resolve.go is mirrored here) and hands object values to the program as JSON
+(sdk/go/common/resource/config/object.go). So: ``1e-6`` is a float (YAML 1.1 wants a dot);
+integers follow Go's ``strconv.ParseInt(s, 0, 64)`` after underscores are removed (``0x10`` is 16,
+``010`` and ``0o10`` are 8); only ``true``/``false`` (and their Title and UPPER forms) are booleans
+(``yes``/``no``/``on``/``off`` stay text); ``~``/``null`` is null; a whole float comes back as an
+integer (Go's encoding/json writes 2.0 as 2); ``.inf``/``.nan`` are refused (the CLI cannot write
+them as JSON and fails to load the file); an unquoted date or time is refused with a hint to quote
+it (the CLI turns it into Go's ``2025-01-04 02:00:00 +0000 UTC``, which no time key accepts).
+A top-level number reaches the program as the text of its JSON form (``1e-6`` as ``0.000001``).
+Read from the sources on 2026-12-01 (not run: no Pulumi CLI here); docs/errors-and-guarantees.md.
+
 Standard library + PyYAML only: jobs/ code runs on the Ray head too, and tools/ and components/
 import it (the layering is tools -> components -> jobs).
 """
@@ -22,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -56,15 +71,93 @@ def truncate(text: object, limit: int = _ECHO_CHARS) -> str:
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
-class _StackFileLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases, excessive depth and duplicate keys, and keeps
-    timestamps as the text written (``startTime: 2025-01-04T02:00:00Z`` unquoted stays that
-    string: the config rules check RFC 3339 text, and a datetime is not JSON)."""
+# go-yaml v3.0.1 resolve.go: the plain scalars that are not text.
+_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_NUMBER = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)(?:[eE][-+]?[0-9]+)?$"
+                     r"|^[-+]?0[xXoObB][0-9a-fA-F_]+$")
+_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_SPECIAL_FLOAT = re.compile(r"^(?:[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+# go-yaml's allowedTimestampFormats: a date, optionally with a time.
+_TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}"
+                        r"(?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?)?$")
+# Go's encoding/json writes a float in exponent form from 1e21 on: below that a whole float is
+# written as an integer, which the program then reads as one.
+_JSON_EXPONENT_FROM = 1e21
 
-    yaml_implicit_resolvers: ClassVar[dict[str | None, list[tuple[str, re.Pattern[str]]]]] = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
+
+def go_parse_int(text: str) -> int | None:
+    """strconv.ParseInt(text, 0, 64): a sign, then 0x/0o/0b or a leading 0 (octal) or decimal;
+    None where Go would return an error (an invalid digit, out of the int64 range)."""
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+") if text[:1] == "+" else text)
+    base = 10
+    if digits[:2].lower() in ("0x", "0o", "0b"):
+        base, digits = {"x": 16, "o": 8, "b": 2}[digits[1].lower()], digits[2:]
+    elif len(digits) > 1 and digits[0] == "0":
+        base, digits = 8, digits[1:]
+    try:
+        value = sign * int(digits, base) if digits and digits.isalnum() else None
+    except ValueError:
+        return None
+    return value if value is not None and -(2**63) <= value < 2**63 else None
+
+
+def go_json_float(number: float) -> str:
+    """A float as Go's encoding/json writes it: the shortest digits, in plain form from 1e-6 to
+    below 1e21 and with an exponent outside it, ``e-07`` written ``e-7``."""
+    if number != 0 and not 1e-6 <= abs(number) < _JSON_EXPONENT_FROM:
+        mantissa, _, exponent = f"{number!r}".partition("e")
+        return f"{mantissa}e{exponent[0]}{exponent[1:].lstrip('0') or '0'}"
+    text = format(Decimal(repr(number)), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+class _StackFileLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases, excessive depth and duplicate keys, and types plain
+    scalars as the Pulumi CLI does (the module's docstring)."""
+
+    yaml_implicit_resolvers: ClassVar[dict[str | None, list[tuple[str, re.Pattern[str]]]]] = {}
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode and implicit[0]:
+            if _NULL.match(value):
+                return "tag:yaml.org,2002:null"
+            if _BOOL.match(value):
+                return "tag:yaml.org,2002:bool"
+            if _SPECIAL_FLOAT.match(value) or _NUMBER.match(value):
+                return "tag:yaml.org,2002:float"
+            if _TIMESTAMP.match(value):
+                return "tag:yaml.org,2002:timestamp"
+        resolved: str = super().resolve(kind, value, implicit)
+        return resolved
+
+    def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
+        return str(self.construct_scalar(node)).lower() == "true"
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float | int | str:
+        text = str(self.construct_scalar(node))
+        if _SPECIAL_FLOAT.match(text):
+            raise _Refused(f"line {node.start_mark.line + 1}: {text} is not a number JSON can carry: the "
+                           "Pulumi CLI cannot load a stack file with it (write a finite number)")
+        plain = text.replace("_", "")
+        as_int = go_parse_int(plain)
+        if as_int is not None:
+            return as_int
+        if re.fullmatch(r"[-+]?[1-9][0-9]*", plain):
+            raise _Refused(f"line {node.start_mark.line + 1}: an integer of {len(plain)} characters is outside "
+                           "the 64-bit range the Pulumi CLI reads")
+        if not _FLOAT.match(plain):
+            return text                       # 0x1G, 1_0x...: text, as go-yaml leaves it
+        number = float(plain)
+        if number.is_integer() and abs(number) < _JSON_EXPONENT_FROM:
+            return int(number)
+        return number
+
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> str:
+        text = str(self.construct_scalar(node))
+        raise _Refused(f"line {node.start_mark.line + 1}: an unquoted date or time ({truncate(text, 40)}): "
+                       "the Pulumi CLI turns it into Go's time format, which no time key accepts; "
+                       f'quote it ("{truncate(text, 40)}")')
 
     def __init__(self, stream: str):
         super().__init__(stream)
@@ -106,6 +199,11 @@ class _StackFileLoader(yaml.SafeLoader):
 
 class _Refused(Exception):
     pass
+
+
+_StackFileLoader.add_constructor("tag:yaml.org,2002:bool", _StackFileLoader.construct_yaml_bool)
+_StackFileLoader.add_constructor("tag:yaml.org,2002:float", _StackFileLoader.construct_yaml_float)
+_StackFileLoader.add_constructor("tag:yaml.org,2002:timestamp", _StackFileLoader.construct_yaml_timestamp)
 
 
 def _read_bounded(path: Path) -> bytes:
@@ -188,6 +286,8 @@ def read_stack_file(path: Path | str, offline_secrets: Iterable[str] = ()) -> tu
                                       f"({type(err).__name__})") from None
         elif isinstance(value, bool):
             raw[key] = "true" if value else "false"
+        elif isinstance(value, float):
+            raw[key] = go_json_float(value)
         elif value is None:
             raw[key] = ""
         else:

@@ -8,6 +8,7 @@ CLI all refuse the same way."""
 from __future__ import annotations
 
 import io
+import json
 import resource
 import subprocess
 import sys
@@ -88,8 +89,8 @@ def test_committed_stack_files_read_as_before():
         assert secret_keys == {"gke-grpo:hfToken"} and raw["gke-grpo:hfToken"] == SECRET_PLACEHOLDER
 
 
-def test_unquoted_timestamps_stay_text():
-    document = load_yaml_text(b"config:\n  gke-grpo:cluster: {startTime: 2025-01-04T02:00:00Z}\n", "f")
+def test_quoted_timestamps_stay_text():
+    document = load_yaml_text(b'config:\n  gke-grpo:cluster: {startTime: "2025-01-04T02:00:00Z"}\n', "f")
     assert document["config"]["gke-grpo:cluster"]["startTime"] == "2025-01-04T02:00:00Z"
 
 
@@ -102,3 +103,61 @@ def test_depth_limit_is_exact():
 
 def test_a_utf8_bom_is_accepted():
     assert load_yaml_text(b"\xef\xbb\xbfconfig: {}\n", "f") == {"config": {}}
+
+
+# ---- scalars typed as the Pulumi CLI types them -------------------------------------------------
+# pulumi/pulumi v3.259.0 parses stack files with gopkg.in/yaml.v3 v3.0.1
+# (sdk/go/common/encoding/marshal.go, sdk/go.mod) and hands objects to the program as JSON
+# (sdk/go/common/resource/config/object.go); go-yaml's resolve.go decides what a plain scalar is.
+# Read from the sources (no Pulumi CLI here to run).
+
+@pytest.mark.parametrize(("written", "program_gets"), [
+    ("1e-6", 1e-6), ("1.0e-6", 1e-6), ("1E-6", 1e-6), (".5", 0.5),     # YAML 1.2 floats: no dot needed
+    ("0x10", 16), ("010", 8), ("0o10", 8), ("0b101", 5), ("1_000", 1000),  # Go's ParseInt(s, 0, 64)
+    ("2.0", 2),                                                           # encoding/json writes 2
+    ("yes", "yes"), ("no", "no"), ("on", "on"), ("off", "off"),          # YAML 1.1 booleans are text
+    ("True", True), ("FALSE", False), ("~", None), ("null", None),
+    ('"1e-6"', "1e-6"), ("'010'", "010"),                                 # quoted: text as written
+])
+def test_a_scalar_inside_an_object_reaches_the_program_as_pulumi_gives_it(tmp_path, written, program_gets):
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(f"config:\n  gke-grpo:job:\n    value: {written}\n")
+    raw, _ = read_stack_file(path)
+    assert json.loads(raw["gke-grpo:job"])["value"] == program_gets
+    assert type(json.loads(raw["gke-grpo:job"])["value"]) is type(program_gets)
+
+
+def test_a_top_level_number_is_the_text_of_its_json_form(tmp_path):
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text("config:\n  gke-grpo:a: 1e-6\n  gke-grpo:b: 1e-7\n  gke-grpo:c: 0x10\n")
+    raw, _ = read_stack_file(path)
+    assert (raw["gke-grpo:a"], raw["gke-grpo:b"], raw["gke-grpo:c"]) == ("0.000001", "1e-7", "16")
+
+
+@pytest.mark.parametrize(("written", "says"), [
+    (".inf", "not a number JSON can carry"), ("-.Inf", "not a number JSON can carry"),
+    (".nan", "not a number JSON can carry"),
+    ("2025-01-04T02:00:00Z", "an unquoted date or time"), ("2025-01-04", "quote it"),
+])
+def test_what_the_pulumi_cli_cannot_pass_is_refused_with_the_line(tmp_path, written, says):
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(f"config:\n  gke-grpo:cluster:\n    startTime: {written}\n")
+    with pytest.raises(ConfigFileError, match="line 3") as refused:
+        read_stack_file(path)
+    assert says in str(refused.value)
+
+
+def test_the_learning_rate_written_as_the_config_reference_writes_it_is_accepted(tmp_path):
+    """`learningRate: 1e-6`, unquoted: PyYAML's YAML 1.1 rules made it the text "1e-6" (and the
+    config refused it); Pulumi's YAML reads a float, and so does this reader."""
+    from components.run_spec import StackFileError, load_stack_file
+
+    text = (ROOT / "Pulumi.dev.yaml").read_text()
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(text.replace("learningRate: 1.0e-6", "learningRate: 1e-6"))
+    assert "learningRate: 1e-6" in path.read_text()
+    try:
+        config = load_stack_file("dev", path)
+    except StackFileError as err:
+        raise AssertionError(str(err)) from None
+    assert config.job.learning_rate == 1e-6
