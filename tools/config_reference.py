@@ -71,6 +71,18 @@ def _nested_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     return nested[0], is_list
 
 
+def _as_written(text: str) -> str:
+    """A text as a stack file must write it: quoted where the Pulumi CLI would read it unquoted
+    as something else (a time, a number, a boolean: jobs/plan/stack_file.py)."""
+    from jobs.plan.stack_file import ConfigFileError, load_yaml_text
+
+    try:
+        stays_text = load_yaml_text(f"value: {text}\n".encode(), "default").get("value") == text
+    except ConfigFileError:
+        stays_text = False
+    return text if stays_text else f'"{text}"'
+
+
 def _default_text(field: Any) -> str:
     extra = field.json_schema_extra or {}
     if DEFAULT_TEXT in extra:
@@ -85,7 +97,7 @@ def _default_text(field: Any) -> str:
     if isinstance(default, (int, float)):
         return str(default)
     if isinstance(default, str):
-        return f"`{default}`"
+        return f"`{_as_written(default)}`"
     if isinstance(default, tuple):
         if not default:
             return "none"
