@@ -180,14 +180,15 @@ class _GpuRules:
             self.add(f"{key}.maxRunDurationSeconds", source.max_run_duration_seconds,
                      "only with kind flexStart", reads=(f"{key}.kind",))
         if self._autopilot:
-            for field, value, what in (("block", source.block, "a node pool's reservation affinity"),
-                                       ("project", source.project, "a node pool's reservation affinity"),
-                                       ("maxRunDurationSeconds", source.max_run_duration_seconds,
-                                        "a node pool setting"),
-                                       ("maxNodes", source.max_nodes, "a node pool's bound"),
-                                       ("nodePool", source.node_pool, "a node pool's name")):
-                if value is not None:
-                    self.add(f"{key}.{field}", value, f"Standard clusters only: {what} "
+            pool_settings: tuple[tuple[str, object, str], ...] = (
+                ("block", source.block, "a node pool's reservation affinity"),
+                ("project", source.project, "a node pool's reservation affinity"),
+                ("maxRunDurationSeconds", source.max_run_duration_seconds, "a node pool setting"),
+                ("maxNodes", source.max_nodes, "a node pool's bound"),
+                ("nodePool", source.node_pool, "a node pool's name"))
+            for field, setting, what in pool_settings:
+                if setting is not None:
+                    self.add(f"{key}.{field}", setting, f"Standard clusters only: {what} "
                              "(Autopilot has no node pools)", reads=("cluster.mode",))
 
     # ---- node counts --------------------------------------------------------------------------

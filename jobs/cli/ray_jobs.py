@@ -337,6 +337,16 @@ class Runs:
     def logs(self, submission_id: str) -> str:
         return self._call("job logs", "get_job_logs", submission_id) or ""
 
+    def cluster_nodes(self) -> Any:
+        """The dashboard's state API node list (``GET /api/v0/nodes?detail=1``), as JSON."""
+        client = self.client
+
+        def get():
+            response = client._do_request("GET", "/api/v0/nodes?detail=1&limit=10000")
+            response.raise_for_status()
+            return response.json()
+        return self._with_retries("cluster nodes", get)
+
     def restarts(self, submission_id: str) -> list[dict]:
         """The driver's trainer restarts in this attempt, read back from its Ray job log."""
         from jobs.contract.records import restarts_from_log

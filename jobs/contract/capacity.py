@@ -65,6 +65,13 @@ def source_kind(source: str) -> str:
     return "reservation" if source.startswith(RESERVATION_PREFIX) else source
 
 
+def provisioning_model_of(source: str, default: str) -> str:
+    """The price-table model of a source (jobs/plan/prices.py hourly_rate): a reservation is
+    priced as reserved capacity, flexStart as flex-start; an unknown source as ``default``."""
+    kind = source_kind(source)
+    return {"reservation": "reservation", FLEX_START: "flex-start", SPOT: "spot"}.get(kind, default)
+
+
 def describe_source(source: str) -> str:
     if source.startswith(RESERVATION_PREFIX):
         return f"reservation {source[len(RESERVATION_PREFIX):]}"

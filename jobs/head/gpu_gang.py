@@ -65,7 +65,7 @@ class GangRequest:
     """One GCS connection; ``request`` and ``clear`` overwrite the cluster's request."""
 
     def __init__(self, address: str):
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
         self.client = GcsClient(address)
         self.v2 = self._autoscaler_v2()

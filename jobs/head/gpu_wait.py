@@ -43,10 +43,10 @@ from pathlib import Path
 
 from jobs.contract.capacity import NODE_NAME_LABEL, NODES_MARKER, count_sources, describe_sources, source_of
 from jobs.contract.exit_codes import ExitCode
+from jobs.contract.records import GPU_GANG_INFEASIBLE_MARKER as INFEASIBLE_MARKER
 
 # The jobs CLI looks for the timeout marker in a failed attempt's last log lines to report exit 3.
 from jobs.contract.records import GPU_WAIT_LOG_PREFIX as PREFIX
-from jobs.contract.records import GPU_GANG_INFEASIBLE_MARKER as INFEASIBLE_MARKER
 from jobs.contract.records import GPU_WAIT_TIMEOUT_MARKER as TIMEOUT_MARKER
 
 
@@ -188,7 +188,7 @@ def wait_for_gpus(needed: int, timeout: float, poll: float = 10.0, *,
                   clock: Callable[[], float] = time.monotonic,
                   sleep: Callable[[float], None] = time.sleep,
                   out=None, infeasible: Callable[[], bool] | None = None,
-                  on_ready: Callable[[Snapshot], None] | None = None) -> int:
+                  on_ready: Callable[[Snapshot], object] | None = None) -> int:
     """Poll ``snapshot`` until ``needed`` GPUs are available (on ``needed / gpus_per_node``
     separate nodes when ``gpus_per_node`` is given); return an exit code. ``infeasible``: the
     autoscaler's verdict on the gang request, believed when it says so on two polls in a row
@@ -260,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.NO_RAY)
     infeasible = None
     if args.check_gang and args.gpus_per_node:
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
         gcs = GcsClient(ray.get_runtime_context().gcs_address)
         nodes = math.ceil(args.gpus / args.gpus_per_node)
