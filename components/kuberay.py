@@ -168,6 +168,7 @@ class KubeRay(pulumi.ComponentResource):
     worker: WorkerSizing              # the GPU worker's size, as the RayCluster asks for it
     crds: list[k8s.yaml.v2.ConfigGroup]  # helm only: the vendored CRDs
     network_policy: k8s.networking.v1.NetworkPolicy
+    node_reader: list[pulumi.Resource]   # the GPU workers' read-only node RBAC
 
     def __init__(self, name: str, args: KubeRayArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:KubeRay", name, None, opts)

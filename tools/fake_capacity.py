@@ -8,7 +8,9 @@ with what a GKE node has and the stock provider has not:
   pull, the NCCL installer); here after ``join_seconds``;
 - capacity sources in order, as a GKE ComputeClass tries its priorities: each source can supply
   ``capacity`` nodes; a source with none left is tried for ``fallback_after_seconds`` (GKE giving
-  up on it) before the next one; a node no source can supply stays a pending "pod" forever;
+  up on it) before the next one; a node no source can supply stays a pending "pod" forever. A
+  node type may carry its own sources (``node_config: {"sources": [...]}``), to model sources
+  as separate Ray worker groups instead;
 - the node labels GKE sets on a node of that source (``cloud.google.com/gke-spot``,
   ``cloud.google.com/reservation-name``, ...) as Ray node labels, which the GPU worker pods pass
   to ``ray start --labels-file`` (components/node_labels.py).
@@ -134,7 +136,7 @@ def start_head(cluster: FakeCluster, workdir: Path) -> None:
          f"--num-cpus={cluster.head_cpus}", "--num-gpus=0", "--include-dashboard=true",
          "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--disable-usage-stats",
          "--object-store-memory=80000000", f"--autoscaling-config={config}"],
-        capture_output=True, text=True, timeout=120, env=ray_env(cluster))
+        capture_output=True, text=True, timeout=300, env=ray_env(cluster))
     if started.returncode != 0:
         raise RuntimeError(f"ray start --head exited {started.returncode}:\n"
                            f"{started.stdout[-2000:]}\n{started.stderr[-3000:]}")
@@ -177,7 +179,7 @@ class WaterfallProvider(_provider_base()):  # type: ignore[misc]
     def __init__(self, provider_config, cluster_name):
         super().__init__(provider_config, cluster_name)
         self._sources = [dict(s) for s in provider_config.get("sources", [])]
-        self._used = [0] * len(self._sources)
+        self._used: dict[str, int] = {}
         self._pending: dict[str, threading.Event] = {}
         self._log = Path(provider_config.get("event_log") or
                          Path(tempfile.gettempdir()) / "fake-capacity-provider.jsonl")
@@ -205,29 +207,32 @@ class WaterfallProvider(_provider_base()):  # type: ignore[misc]
             self._nodes[node_id] = {"tags": all_tags, "node": None}
             cancelled = threading.Event()
             self._pending[node_id] = cancelled
-        self._record(event="created", node=node_id)
+        self._record(event="created", node=node_id, node_type=all_tags[TAG_RAY_USER_NODE_TYPE])
+        sources = [dict(s) for s in (node_config or {}).get("sources", self._sources)]
         threading.Thread(target=self._provision, daemon=True,
-                         args=(node_id, all_tags, dict(resources), dict(labels or {}), cancelled)).start()
+                         args=(node_id, all_tags, dict(resources), dict(labels or {}), sources,
+                               cancelled)).start()
 
-    def _provision(self, node_id, tags, resources, labels, cancelled: threading.Event) -> None:
-        for index, source in enumerate(self._sources):
+    def _provision(self, node_id, tags, resources, labels, sources, cancelled: threading.Event) -> None:
+        for source in sources:
+            name = source["name"]
             with self.lock:
-                has_room = self._used[index] < int(source["capacity"])
+                has_room = self._used.get(name, 0) < int(source["capacity"])
                 if has_room:
-                    self._used[index] += 1
+                    self._used[name] = self._used.get(name, 0) + 1
             if not has_room:
                 if cancelled.wait(float(source.get("fallback_after_seconds", 0))):
                     return
                 continue
             if cancelled.wait(float(source.get("join_seconds", 0))):
                 with self.lock:
-                    self._used[index] -= 1
+                    self._used[name] -= 1
                 return
-            self._start_raylet(node_id, tags, resources, {**labels, **source["labels"]}, index)
+            self._start_raylet(node_id, tags, resources, {**labels, **source["labels"]}, name)
             return
         self._record(event="no_source", node=node_id)   # stays a pending pod
 
-    def _start_raylet(self, node_id, tags, resources, labels, source_index) -> None:
+    def _start_raylet(self, node_id, tags, resources, labels, source_name) -> None:
         import ray
         from ray._common.network_utils import build_address
         from ray._private import ray_constants
@@ -250,8 +255,8 @@ class WaterfallProvider(_provider_base()):  # type: ignore[misc]
             node = ray._private.node.Node(params, head=False, shutdown_at_exit=False,
                                           spawn_reaper=False)
             self._nodes[node_id]["node"] = node
-            self._nodes[node_id]["source"] = source_index
-        self._record(event="joined", node=node_id, source=self._sources[source_index]["name"])
+            self._nodes[node_id]["source"] = source_name
+        self._record(event="joined", node=node_id, source=source_name)
 
     @staticmethod
     def _type_tag() -> str:

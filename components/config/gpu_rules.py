@@ -9,6 +9,7 @@ from typing import Any
 from components.config.capacity import KINDS, capacity_plan, source_identity
 from components.config.facts import (
     COMPUTE_CLASS_MIN_GKE_VERSION,
+    FLEX_START_MAX_RUN_SECONDS,
     FLEX_START_MIN_GKE_VERSION,
     MACHINE_SHAPES,
     PROVISIONING_MODELS,
@@ -76,8 +77,10 @@ class _GpuRules:
         shape = MACHINE_SHAPES[g.type]
         model = g.provisioning_model
         if model is None:
+            # reads gpu.capacity: a list refused for its shape is reported instead of this.
             self.add("gpu.provisioningModel", None, "required: one of reservation, spot, "
-                     "flex-start; or give gpu.capacity, a list of sources in order")
+                     "flex-start; or give gpu.capacity, a list of sources in order",
+                     reads=("gpu.capacity",))
             return
         if model not in PROVISIONING_MODELS:
             hint = f"{shape.machine_type} has no plain on-demand capacity; " if model in ON_DEMAND_WORDS else ""
@@ -176,9 +179,13 @@ class _GpuRules:
                 if value is not None:
                     self.add(f"{key}.{field}", value, "only with kind reservation",
                              reads=(f"{key}.kind",))
-        if source.kind != "flexStart" and source.max_run_duration_seconds is not None:
-            self.add(f"{key}.maxRunDurationSeconds", source.max_run_duration_seconds,
-                     "only with kind flexStart", reads=(f"{key}.kind",))
+        duration = source.max_run_duration_seconds
+        if source.kind != "flexStart" and duration is not None:
+            self.add(f"{key}.maxRunDurationSeconds", duration, "only with kind flexStart",
+                     reads=(f"{key}.kind",))
+        elif duration is not None and not 600 <= duration <= FLEX_START_MAX_RUN_SECONDS:
+            self.add(f"{key}.maxRunDurationSeconds", duration, "600 (10 minutes) to "
+                     f"{FLEX_START_MAX_RUN_SECONDS} (7 days, flex-start's limit)")
         if self._autopilot:
             pool_settings: tuple[tuple[str, object, str], ...] = (
                 ("block", source.block, "a node pool's reservation affinity"),
@@ -232,8 +239,9 @@ class _GpuRules:
                          reads=("gpu.nodes", "gpu.maxNodes",
                                 *(f"gpu.capacity[{i}].maxNodes" for i in range(len(g.capacity)))))
             names: dict[str, int] = {}
+            identities = [source_identity(s) for s in g.capacity]
             for i, source in enumerate(plan.sources):
-                if source.pool_name in names:
+                if source.pool_name in names and identities[i] != identities[names[source.pool_name]]:
                     self.add(f"gpu.capacity[{i}].nodePool", source.pool_name,
                              f"a pool name of its own: gpu.capacity[{names[source.pool_name]}] "
                              "has it", reads=(f"gpu.capacity[{names[source.pool_name]}]",))

@@ -43,9 +43,12 @@ class CapacitySource(_Area):
     project: ProjectId | None = Field(
         None, description="reservation only: owner of a shared reservation (Standard only)",
         json_schema_extra={"defaultText": "this project"})
-    max_run_duration_seconds: FlexStartRunSeconds | None = Field(
-        None, description="flexStart only: the longest a node lives, at most 604800 (7 days; "
-        "Standard only)", json_schema_extra={"defaultText": "GKE's default, 7 days"})
+    # Bounds checked by the rules (components/config/gpu_rules.py), not the type: a refused type
+    # would drop the whole list and hide the other sources' problems.
+    max_run_duration_seconds: int | None = Field(
+        None, description="flexStart only: the longest a node lives, 600 to 604800 (7 days; "
+        "Standard only)", json_schema_extra={"defaultText": "GKE's default, 7 days",
+                                             "minimum": 600, "maximum": 604800})
     max_nodes: MaxGpuNodes | None = Field(
         None, description="Standard only: the most nodes this source's node pool may have (a "
         "reservation's pool is held at this size)",
