@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -127,16 +128,20 @@ def hold(nodes: int, gpus_per_node: int, address: str | None) -> int:
     _say(GANG_HELD_MARKER, {"nodes": nodes, "gpus_per_node": gpus_per_node,
                             "autoscaler": "v2" if gang.v2 else "v1"})
 
-    def watch_stdin():
-        with contextlib.suppress(Exception):
-            while sys.stdin.buffer.read(4096):
-                pass
-        done.set()
-
-    threading.Thread(target=watch_stdin, daemon=True).start()
     if os.getppid() == 1:     # the parent died before prctl took effect
         done.set()
-    done.wait()
+    # The pipe from the driver: its end (EOF) is the driver's end. Polled with select and read
+    # unbuffered, so a signal (which sets `done`) is seen within the poll period.
+    stdin = sys.stdin.fileno()
+    while not done.is_set():
+        try:
+            readable, _, _ = select.select([stdin], [], [], 0.5)
+            if readable and not os.read(stdin, 4096):
+                break
+        except InterruptedError:
+            continue
+        except (OSError, ValueError):     # no stdin at all: hold until a signal
+            done.wait()
     try:
         gang.clear()
     except Exception as exc:

@@ -162,7 +162,7 @@ def _waterfall_with_pool_name(pool: str):
 
 
 def test_pool_sizes_per_source():
-    pools = {r.inputs["nodeConfig"].get("spot") and "spot" or
+    pools = {(r.inputs["nodeConfig"].get("spot") and "spot") or
              ("flex" if r.inputs["nodeConfig"].get("flexStart") else "reservation"): r.inputs
              for r in _waterfall("reservation", "flexStart", "spot", maxNodes=3).of_type(POOL)}
     reserved, flex, spot = pools["reservation"], pools["flex"], pools["spot"]

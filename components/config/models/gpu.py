@@ -72,7 +72,7 @@ class GpuConfig(_Area):
     capacity: tuple[CapacitySource, ...] | None = Field(
         None, description="capacity sources in order of preference (a GKE ComputeClass tries "
         "them in this order): each `{kind: reservation, name, block?, project?}`, "
-        "`{kind: flexStart, maxRunDurationSeconds?}` or `{kind: spot}`, plus `maxNodes?`; "
+        "`{kind: flexStart, maxRunDurationSeconds?}` or `{kind: spot}`, plus `maxNodes?`, `nodePool?`; "
         "instead of `provisioningModel` (docs/gpu-capacity.md)",
         json_schema_extra={"defaultText": "the one source of `provisioningModel`"})
     nodes: GpuNodes = Field(description="GPU nodes the run uses (≥ 1): the one owner of the node count")

@@ -30,9 +30,9 @@ from jobs.contract.exit_codes import ExitCode
 from jobs.contract.run_plan import Command, RunPlan
 from tests.jobs import ray_head
 
-INNER = ray_head.InnerRun(__file__, "the GPU gang's Ray autoscaler tests", timeout=300,
+INNER = ray_head.InnerRun(__file__, "the GPU gang's Ray autoscaler tests",
                           pytest_args=("--durations=6",))
-IDLE = 4.0          # the fake cluster's idle timeout (s)
+IDLE = 3.0          # the fake cluster's idle timeout (s)
 pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
 
 if not ray_head.inside_namespace():
@@ -171,7 +171,7 @@ else:
         start = at["trainer_start"]
         assert start["capacity_sources"] == {"reservation:r1": 1, "spot": 1}, start
         assert len(start["gpu_nodes"]) == 2 and len({n["node_id"] for n in start["gpu_nodes"]}) == 2
-        assert "GPUs from 1 x Spot, 1 x reservation r1" in logs
+        assert "GPUs from 1 x reservation r1, 1 x Spot" in logs
         # Idle for the whole trainer (3 idle timeouts): kept by the request.
         during = [len(nodes) for t, nodes in watch.samples
                   if start["time"] + 0.5 < t < at["trainer_exit"]["time"] - 0.2]
@@ -181,7 +181,7 @@ else:
         gone = watch.last_time_with_any()
         assert gone is not None and gone - ended < IDLE + 20
         assert "GPU workers 2 up of 2 requested" in status_live, status_live
-        assert "GPUs from   1 x Spot, 1 x reservation r1" in status_live, status_live
+        assert "GPUs from   1 x reservation r1, 1 x Spot" in status_live, status_live
         assert "GPU workers 0" in status_after, status_after
 
     def test_a_gang_the_group_cannot_hold_ends_with_exit_17_not_a_hang(head, tmp_path):
