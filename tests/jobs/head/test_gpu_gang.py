@@ -141,7 +141,7 @@ def test_an_infeasible_verdict_twice_in_a_row_ends_the_wait():
     verdicts = iter([True, False, True, True])
     clock = {"t": 0.0}
     out = io.StringIO()
-    code = wfg.wait_for_gpus(24, 600, 2, gpus_per_node=8, snapshot=lambda: _snapshot(),
+    code = wfg.wait_for_gpus(24, 600, 2, gpus_per_node=8, snapshot=_snapshot,
                              clock=lambda: clock["t"], sleep=lambda s: clock.__setitem__("t", clock["t"] + s),
                              out=out, infeasible=lambda: next(verdicts))
     assert code == ExitCode.GPU_GANG_INFEASIBLE and clock["t"] == 6

@@ -155,7 +155,7 @@ else:
             wait_for(lambda: any(e["event"] == "trainer_start" for e in events(tmp_path, run_id)),
                      90, "the trainer start")
             status_live = status_rows(head, run_id)
-            status, info, logs = wait_terminal(head, submission_id)
+            status, _info, logs = wait_terminal(head, submission_id)
             ended = time.time()
             wait_for(lambda: not fc.gpu_nodes_alive(), IDLE + 30, "the GPU nodes to go")
             status_after = status_rows(head, run_id)
@@ -206,7 +206,7 @@ else:
                  90, "the trainer start")
         assert len(fc.gpu_nodes_alive()) >= 1
         JobSubmissionClient(head).stop_job(submission_id)
-        status, _info, logs = wait_terminal(head, submission_id)
+        status, _info, _logs = wait_terminal(head, submission_id)
         assert status == "STOPPED"
         wait_for(lambda: "[gpu_gang] RELEASED" in JobSubmissionClient(head).get_job_logs(submission_id),
                  15, "the release line")
