@@ -144,7 +144,7 @@ def _with_head(cluster, work: Path, body):
 
     from tools import fake_capacity as fc
 
-    fc.start_head(cluster, work)
+    fc.start_autoscaling_head(cluster, work)
     watch = Watch()
     try:
         ray.init(address=fc.GCS, logging_level="ERROR", log_to_driver=False)
@@ -154,7 +154,7 @@ def _with_head(cluster, work: Path, body):
     finally:
         watch.stop.set()
         ray.shutdown()
-        fc.stop_head(INSIDE_ENV)
+        fc.stop_autoscaling_head(INSIDE_ENV)
 
 
 def elastic_run(args, work: Path) -> dict:
@@ -250,7 +250,7 @@ def waterfall_groups(args, work: Path, never_ready: bool) -> dict:
     return _with_head(cluster, work, body)
 
 
-def _fmt(value, unit="s") -> str:
+def _seconds_text(value, unit="s") -> str:
     return "n/a" if value is None else f"{value:.1f} {unit}"
 
 
@@ -270,14 +270,14 @@ def run_inside_namespace(args) -> int:
           f"{POLL:.0f} s")
     print("elastic run")
     print(f"  GPU node created before the gang request:      {'yes' if elastic['first_node_before_request'] else 'no'}")
-    print(f"  gang request -> all {args.nodes} nodes joined:          {_fmt(elastic['request_to_complete_s'])}")
+    print(f"  gang request -> all {args.nodes} nodes joined:          {_seconds_text(elastic['request_to_complete_s'])}")
     print(f"  GPU-seconds idle before the trainer starts:    "
           f"{elastic['gpu_idle_waiting_s'] + (elastic['gpu_idle_after_complete_s'] or 0):.1f} "
           f"({elastic['gpu_idle_waiting_s']:.1f} while the rest of the gang joined, "
-          f"{_fmt(elastic['gpu_idle_after_complete_s'], 'GPU-s')} after it was complete; "
+          f"{_seconds_text(elastic['gpu_idle_after_complete_s'], 'GPU-s')} after it was complete; "
           f"poll {POLL:.0f} s)")
-    print(f"  run end -> last GPU worker gone:               {_fmt(elastic['end_to_last_gone_s'])} "
-          f"(idle timeout {args.idle_timeout:.0f} s: {_fmt(None if elastic['end_to_last_gone_s'] is None else elastic['end_to_last_gone_s'] - args.idle_timeout)} beyond it)")
+    print(f"  run end -> last GPU worker gone:               {_seconds_text(elastic['end_to_last_gone_s'])} "
+          f"(idle timeout {args.idle_timeout:.0f} s: {_seconds_text(None if elastic['end_to_last_gone_s'] is None else elastic['end_to_last_gone_s'] - args.idle_timeout)} beyond it)")
     print("  a 24-hour day with one 6-hour run, GPU-node-hours:")
     print(f"    old fixed group (every node all day):        {day['old']:.2f}")
     print(f"    elastic, this timeline (bench idle timeout): {day['bench']:.2f}")
@@ -286,18 +286,18 @@ def run_inside_namespace(args) -> int:
           f"({day['new_nodes'] / day['old']:.0%} of the fixed group)")
     print("waterfall in one group (the ComputeClass model): first source has no capacity, "
           f"GKE gives up on it after {args.fallback_after:.0f} s")
-    print(f"  gang request -> first node of the second source: {_fmt(klass['to_second_source_s'])}")
-    print(f"  gang request -> trainer start:                   {_fmt(klass['to_trainer_s'])} "
+    print(f"  gang request -> first node of the second source: {_seconds_text(klass['to_second_source_s'])}")
+    print(f"  gang request -> trainer start:                   {_seconds_text(klass['to_trainer_s'])} "
           f"(sources recorded: {klass['sources']})")
     print("waterfall as separate Ray worker groups (not used: for comparison)")
-    print(f"  first group max_workers 0:  request -> second group's first node {_fmt(groups_zero['to_second_group_s'])}")
+    print(f"  first group max_workers 0:  request -> second group's first node {_seconds_text(groups_zero['to_second_group_s'])}")
     stuck = groups_stuck["to_second_group_s"]
     print(f"  first group never ready:    request -> second group's first node "
-          f"{_fmt(stuck) if stuck is not None else f'not within {args.waterfall_window:.0f} s'}")
+          f"{_seconds_text(stuck) if stuck is not None else f'not within {args.waterfall_window:.0f} s'}")
     return 0
 
 
-def _init(argv: list[str]) -> int:
+def _namespace_init(argv: list[str]) -> int:
     """PID 1 of the namespace: run argv, reap every orphan (Ray leaves some), return its code."""
     child = subprocess.Popen(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -325,7 +325,7 @@ def main(argv=None) -> int:
     passed = [str(x) for flag, _, _ in OPTIONS for x in (flag, getattr(args, flag[2:].replace("-", "_")))]
     if os.environ.get(INSIDE_ENV) == "1":
         if args.init:
-            return _init([PY, "-m", "tools.bench_capacity", *passed])
+            return _namespace_init([PY, "-m", "tools.bench_capacity", *passed])
         return run_inside_namespace(args)
     for tool in ("unshare", "ip", "mount"):
         if shutil.which(tool) is None:

@@ -16,7 +16,7 @@ with what a GKE node has and the stock provider has not:
   to ``ray start --labels-file`` (components/node_labels.py).
 
 Everything listens on 127.0.0.1 only inside a loopback-only network namespace (tests/jobs/
-ray_head.py, tools/bench_capacity.py); nothing here may run outside one: ``stop_head`` runs
+ray_head.py, tools/bench_capacity.py); nothing here may run outside one: ``stop_autoscaling_head`` runs
 ``ray stop --force``, which is only safe inside the namespace's own PID namespace.
 
 The provider is loaded by the autoscaler as an ``external`` provider (``provider.module``), which
@@ -126,7 +126,7 @@ def ray_env(cluster: FakeCluster | None = None) -> dict[str, str]:
     return env
 
 
-def start_head(cluster: FakeCluster, workdir: Path) -> None:
+def start_autoscaling_head(cluster: FakeCluster, workdir: Path) -> None:
     """`ray start --head` with the autoscaler on the fake provider; returns once the dashboard's
     job API answers."""
     config = workdir / "autoscaling.json"
@@ -153,7 +153,7 @@ def start_head(cluster: FakeCluster, workdir: Path) -> None:
             time.sleep(0.5)
 
 
-def stop_head(namespace_env: str) -> None:
+def stop_autoscaling_head(namespace_env: str) -> None:
     assert os.environ.get(namespace_env) == "1", \
         "never `ray stop` outside this machinery's own PID namespace"
     subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=60)

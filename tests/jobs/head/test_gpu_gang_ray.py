@@ -87,13 +87,13 @@ else:
                                  idle_timeout_seconds=IDLE)
         os.environ.update({k: v for k, v in fc.ray_env().items() if k in ("PYTHONPATH", "PATH")})
         try:
-            fc.start_head(cluster, tmp_path_factory.mktemp("fake-capacity"))
+            fc.start_autoscaling_head(cluster, tmp_path_factory.mktemp("fake-capacity"))
             assert ray_head.non_loopback_listeners() == []
             import ray
             ray.init(address=fc.GCS, logging_level="ERROR", log_to_driver=False)
             yield fc.DASHBOARD
         finally:
-            fc.stop_head(ray_head.NS_ENV)
+            fc.stop_autoscaling_head(ray_head.NS_ENV)
 
     def write_plan(tmp_path: Path, run_id: str, *, gpus: int, trainer_seconds: float,
                    staging_seconds: float = 1.0) -> Path:
