@@ -144,6 +144,7 @@ def _with_head(cluster, work: Path, body):
 
     from tools import fake_capacity as fc
 
+    work.mkdir(parents=True, exist_ok=True)
     fc.start_autoscaling_head(cluster, work)
     watch = Watch()
     try:

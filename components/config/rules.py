@@ -375,11 +375,15 @@ class _Rules(_GpuRules):
         if self.storage is not None and self.storage.kind == "gcs":
             sidecar = quantity_bytes(HEAD_SIDECAR_AUTOPILOT.ephemeral_storage) / 2**30
         maximum = general_purpose_ephemeral_storage_gib()
-        if asked + sidecar > maximum:
-            self.add("kuberay.head.ephemeralStorageGib", asked, f"at most {maximum - sidecar:g} on "
-                     f"Autopilot: a pod without local SSD gets at most {maximum:g} GiB of ephemeral "
-                     f"storage{f' and the gcsfuse sidecar takes {sidecar:g}' if sidecar else ''}; "
-                     "/tmp/ray is on its own disk-backed volume there")
+        # The Ray autoscaler's sidecar asks for its own (components/ray_pods.py).
+        from components.ray_pods import AUTOSCALER_EPHEMERAL_GIB
+        if asked + sidecar + AUTOSCALER_EPHEMERAL_GIB > maximum:
+            self.add("kuberay.head.ephemeralStorageGib", asked,
+                     f"at most {maximum - sidecar - AUTOSCALER_EPHEMERAL_GIB:g} on Autopilot: a pod "
+                     f"without local SSD gets at most {maximum:g} GiB of ephemeral storage"
+                     f"{f', the gcsfuse sidecar takes {sidecar:g}' if sidecar else ''} and the Ray "
+                     f"autoscaler {AUTOSCALER_EPHEMERAL_GIB:g}; /tmp/ray is on its own disk-backed "
+                     "volume there")
 
     def _check_head(self, k: KubeRayConfig) -> None:
         """The head's requests fit its Standard pool's machine (plus a small sidecar)."""
@@ -397,11 +401,15 @@ class _Rules(_GpuRules):
         vcpus, memory_gib = shape
         probe = MachineShape("", pool.machine_type, "", 0, 0, vcpus, memory_gib, 0, "", "")
         head = k.head
-        # One vCPU and 2 GiB for the node's system pods and the gcsfuse sidecar's requests.
-        if head.cpu > probe.allocatable_cpu - 1 or head.memory_gib > probe.allocatable_memory_gib - 2:
+        # One vCPU and 2 GiB for the node's system pods and the gcsfuse sidecar's requests, and
+        # the Ray autoscaler's sidecar in the head pod (components/ray_pods.py).
+        from components.ray_pods import AUTOSCALER_CPU, AUTOSCALER_MEMORY_GIB
+        cpu_room = probe.allocatable_cpu - 1 - AUTOSCALER_CPU
+        memory_room = probe.allocatable_memory_gib - 2 - AUTOSCALER_MEMORY_GIB
+        if head.cpu > cpu_room or head.memory_gib > memory_room:
             self.add("kuberay.head", head.model_dump(by_alias=True),
-                     f"at most {int(probe.allocatable_cpu - 1)} CPUs and "
-                     f"{int(probe.allocatable_memory_gib - 2)} GiB on the head pool's "
+                     f"at most {int(cpu_room)} CPUs and "
+                     f"{int(memory_room)} GiB on the head pool's "
                      f"{pool.machine_type} ({vcpus} vCPUs, {memory_gib:g} GiB); or choose a larger "
                      "cluster.headPool.machineType",
                      reads=("cluster.headPool.machineType", "kuberay.head.cpu", "kuberay.head.memoryGib"))
