@@ -95,17 +95,39 @@ def _source(name: str, capacity: int, join: float, fallback: float = 0.0, labels
                          join_seconds=join, fallback_after_seconds=fallback)
 
 
+# The stand-in trainer uses the gang as a trainer does: one GPU actor per node, all the node's
+# GPUs, placed STRICT_SPREAD (a node each) for the run's duration; the nodes turn idle when it
+# exits. It writes the time its first line runs (the "trainer start").
+TRAINER = """
+import pathlib, sys, time
+pathlib.Path(sys.argv[1]).write_text(repr(time.time()))
+import ray
+from ray.util.placement_group import placement_group
+nodes, gpus, seconds = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+pg = placement_group([{"GPU": gpus, "CPU": 0.01}] * nodes, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=120)
+
+@ray.remote(num_gpus=gpus, num_cpus=0.01)
+def step(seconds):
+    time.sleep(seconds)
+
+ray.get([step.options(placement_group=pg, placement_group_bundle_index=i).remote(seconds)
+         for i in range(nodes)])
+"""
+
+
 def _plan(work: Path, run_id: str, args, trainer_seconds: float) -> Path:
     from jobs.contract.run_plan import Command, RunPlan
 
     marker = work / f"{run_id}-trainer-started"
-    trainer = (f"import time, pathlib; pathlib.Path({str(marker)!r}).write_text(repr(time.time())); "
-               f"time.sleep({trainer_seconds})")
     plan = RunPlan(run_id=run_id, attempt=1, framework="verl", run_dir=str(work / "runs" / run_id),
                    checkpoint_dir=str(work / "checkpoints" / run_id),
                    prepare=Command(argv=(PY, "-c", f"import time; time.sleep({args.staging_seconds})")),
                    gpus=args.nodes * GPUS_PER_NODE, gpus_per_node=GPUS_PER_NODE,
-                   gpu_wait_seconds=600, trainer=Command(argv=(PY, "-c", trainer)),
+                   gpu_wait_seconds=600,
+                   trainer=Command(argv=(PY, "-c", TRAINER, str(marker), str(args.nodes),
+                                         str(GPUS_PER_NODE), str(trainer_seconds))),
                    deadline_seconds=None, gpu_poll_seconds=POLL)
     Path(plan.run_dir).mkdir(parents=True)
     path = work / f"{run_id}.json"
@@ -165,6 +187,7 @@ def elastic_run(args, work: Path) -> dict:
     def body(watch: Watch) -> dict:
         events = _run_driver(work, "elastic", args, args.trainer_seconds, watch)
         ended = events["driver_end"]["time"]
+        trainer_exit = events["trainer_exit"]["time"]
         deadline = time.time() + args.idle_timeout + 120
         while len(watch.gone) < len(watch.joined) and time.time() < deadline:
             time.sleep(0.2)
@@ -179,6 +202,7 @@ def elastic_run(args, work: Path) -> dict:
                 "request_to_complete_s": (complete - events["gpu_request"]["time"]) if complete else None,
                 "first_node_before_request": min(joins) < events["gpu_request"]["time"],
                 "end_to_last_gone_s": None if last_gone is None else last_gone - ended,
+                "trainer_exit_to_last_gone_s": None if last_gone is None else last_gone - trainer_exit,
                 "node_seconds": [watch.gone.get(n, time.time()) - t for n, t in watch.joined.items()],
                 "trainer_exit": events["trainer_exit"]["time"], "ended": ended, "last_gone": last_gone}
 
@@ -228,8 +252,9 @@ def waterfall_groups(args, work: Path, never_ready: bool) -> dict:
              "node_config": {"sources": [_source("first", args.nodes * 4 if never_ready else 0,
                                                  10**6 if never_ready else args.join_seconds).to_json()]},
              "min_workers": 0, "max_workers": args.nodes if never_ready else 0}
+    log = work / "provider.jsonl"
     cluster = _cluster(args, [_source("second", args.nodes * 4, args.join_seconds)],
-                       extra_node_types={"a-first-group": first})
+                       extra_node_types={"a-first-group": first}, event_log=str(log))
 
     def body(watch: Watch) -> dict:
         from jobs.head.gpu_gang import GangRequest
@@ -245,8 +270,13 @@ def waterfall_groups(args, work: Path, never_ready: bool) -> dict:
             time.sleep(0.2)
         gang.clear()
         second = sorted(t for n, t in watch.joined.items() if watch.types.get(n) == "second")
+        created: dict[str, int] = {}
+        for line in log.read_text().splitlines() if log.exists() else []:
+            record = json.loads(line)
+            if record.get("event") == "created":
+                created[record["node_type"]] = created.get(record["node_type"], 0) + 1
         return {"to_second_group_s": second[0] - requested if second else None,
-                "second_group_nodes": len(second)}
+                "second_group_nodes": len(second), "created": created}
 
     return _with_head(cluster, work, body)
 
@@ -277,8 +307,10 @@ def run_inside_namespace(args) -> int:
           f"({elastic['gpu_idle_waiting_s']:.1f} while the rest of the gang joined, "
           f"{_seconds_text(elastic['gpu_idle_after_complete_s'], 'GPU-s')} after it was complete; "
           f"poll {POLL:.0f} s)")
-    print(f"  run end -> last GPU worker gone:               {_seconds_text(elastic['end_to_last_gone_s'])} "
-          f"(idle timeout {args.idle_timeout:.0f} s: {_seconds_text(None if elastic['end_to_last_gone_s'] is None else elastic['end_to_last_gone_s'] - args.idle_timeout)} beyond it)")
+    beyond = None if elastic["end_to_last_gone_s"] is None else elastic["end_to_last_gone_s"] - args.idle_timeout
+    print(f"  run end (driver_end) -> last GPU worker gone:  {_seconds_text(elastic['end_to_last_gone_s'])} "
+          f"(idle timeout {args.idle_timeout:.0f} s: {_seconds_text(beyond)} beyond it)")
+    print(f"  trainer exit -> last GPU worker gone:          {_seconds_text(elastic['trainer_exit_to_last_gone_s'])}")
     print("  a 24-hour day with one 6-hour run, GPU-node-hours:")
     print(f"    old fixed group (every node all day):        {day['old']:.2f}")
     print(f"    elastic, this timeline (bench idle timeout): {day['bench']:.2f}")
@@ -291,10 +323,15 @@ def run_inside_namespace(args) -> int:
     print(f"  gang request -> trainer start:                   {_seconds_text(klass['to_trainer_s'])} "
           f"(sources recorded: {klass['sources']})")
     print("waterfall as separate Ray worker groups (not used: for comparison)")
-    print(f"  first group max_workers 0:  request -> second group's first node {_seconds_text(groups_zero['to_second_group_s'])}")
+    print(f"  first group max_workers 0:  request -> second group's first node "
+          f"{_seconds_text(groups_zero['to_second_group_s'])} (nodes created per group: {groups_zero['created']})")
     stuck = groups_stuck["to_second_group_s"]
     print(f"  first group never ready:    request -> second group's first node "
-          f"{_seconds_text(stuck) if stuck is not None else f'not within {args.waterfall_window:.0f} s'}")
+          f"{_seconds_text(stuck) if stuck is not None else f'not within {args.waterfall_window:.0f} s'}"
+          f" (nodes created per group: {groups_stuck['created']})")
+    load = os.getloadavg()
+    print(f"(this machine's load average during the run: {load[0]:.1f} / {load[1]:.1f} / "
+          f"{load[2]:.1f} on {os.cpu_count()} CPUs: join and reaction times stretch with it)")
     return 0
 
 

@@ -75,6 +75,7 @@ class FakeCluster:
     idle_timeout_seconds: float = 6.0
     update_interval_seconds: float = 1.0
     extra_node_types: dict[str, dict[str, Any]] = field(default_factory=dict)
+    event_log: str | None = None        # the provider's created/joined/terminated records
 
     def autoscaling_config(self) -> dict[str, Any]:
         """The autoscaling config, shaped as Ray's KubeRay translation builds it from a
@@ -98,6 +99,7 @@ class FakeCluster:
                 "disable_launch_config_check": True, "launch_multiple": True,
                 "head_node_id": FAKE_HEAD_NODE_ID, "gcs_address": GCS,
                 "sources": [s.to_json() for s in self.sources],
+                "event_log": self.event_log,
             },
             "available_node_types": node_types,
             "head_node_type": "ray.head.default",
