@@ -328,7 +328,8 @@ def run_inside_namespace(args) -> int:
     stuck = groups_stuck["to_second_group_s"]
     print(f"  first group never ready:    request -> second group's first node "
           f"{_seconds_text(stuck) if stuck is not None else f'not within {args.waterfall_window:.0f} s'}"
-          f" (nodes created per group: {groups_stuck['created']})")
+          f"; {groups_stuck['second_group_nodes']} of {args.nodes} gang nodes up within "
+          f"{args.waterfall_window:.0f} s (nodes created per group: {groups_stuck['created']})")
     load = os.getloadavg()
     print(f"(this machine's load average during the run: {load[0]:.1f} / {load[1]:.1f} / "
           f"{load[2]:.1f} on {os.cpu_count()} CPUs: join and reaction times stretch with it)")
