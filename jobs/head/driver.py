@@ -259,9 +259,13 @@ class Driver:
         timeout = min(plan.gpu_wait_seconds, self.remaining())
         hold = getattr(self.hooks, "hold_gpus", None)
         if self._gang is None and hold is not None:
-            self._gang = hold(plan)
-            self.records.event("gpu_request", self.start, gpus=plan.gpus,
-                               gpus_per_node=plan.gpus_per_node)
+            try:
+                self._gang = hold(plan)
+            except OSError as exc:    # the holder could not start: wait for what is there
+                self.say(f"cannot ask the autoscaler for the GPU gang: {exc.strerror or exc}")
+            else:
+                self.records.event("gpu_request", self.start, gpus=plan.gpus,
+                                   gpus_per_node=plan.gpus_per_node)
         self.records.event("gpu_wait_start", self.start, gpus=plan.gpus)
         code = self.hooks.wait_for_gpus(plan, timeout)
         self.records.event("gpu_wait_end", self.start, exit_code=code)
