@@ -10,7 +10,8 @@ What it shows:
   Spot), every trainer start records each node's name and source;
 - the request keeps idle GPU nodes past the idle timeout while the run lives (the trainer here
   uses no GPU at all), and once the driver ends the nodes go within the idle timeout plus the
-  autoscaler's period; a stopped run releases them too;
+  autoscaler's period; a stopped run releases them too; a request outlives the process that made
+  it (which is why the driver's holder must clear it);
 - a gang the group cannot hold ends at once with exit 17, not a hang;
 - `jobs status` shows the workers up/requested, then releasing.
 """
@@ -183,6 +184,22 @@ else:
         assert "GPU workers 2 up of 2 requested" in status_live, status_live
         assert "GPUs from   1 x reservation r1, 1 x Spot" in status_live, status_live
         assert "GPU workers 0" in status_after, status_after
+
+    def test_a_request_outlives_the_process_that_made_it_until_released(head):
+        """Why the driver must clear it: Ray's request belongs to the cluster."""
+        import subprocess
+
+        made = subprocess.run([PY, "-c", "from jobs.head.gpu_gang import GangRequest; "
+                                          f"GangRequest({fc.GCS!r}).request(1, 2)"],
+                              capture_output=True, text=True, timeout=120)
+        assert made.returncode == 0, made.stderr       # the requesting process has exited
+        wait_for(lambda: len(fc.gpu_nodes_alive()) == 1, 90, "the requested node")
+        time.sleep(IDLE + 3)                           # idle for longer than the idle timeout
+        assert len(fc.gpu_nodes_alive()) == 1          # kept: the request still stands
+        released = subprocess.run([PY, "-m", "jobs.head.gpu_gang", "release", "--address", fc.GCS],
+                                  capture_output=True, text=True, timeout=120)
+        assert released.returncode == 0 and "[gpu_gang] RELEASED" in released.stdout
+        wait_for(lambda: not fc.gpu_nodes_alive(), IDLE + 20, "the node to go after the release")
 
     def test_a_gang_the_group_cannot_hold_ends_with_exit_17_not_a_hang(head, tmp_path):
         run_id = "gang-too-big"
