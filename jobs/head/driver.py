@@ -161,18 +161,18 @@ class Driver:
         at = self.deadline_at()
         return math.inf if at is None else at - self.clock()
 
-    def release_gpus(self) -> None:
-        """Clear the gang request (idempotent): the GPU workers idle out after the run."""
+    def release_gpus(self) -> dict:
+        """Clear the gang request (idempotent): the GPU workers idle out after the run. What
+        driver_end records of it ({} when no gang was held)."""
         gang, self._gang = self._gang, None
-        if gang is not None:
-            code = gang.release()
-            self.records.event("gpu_release", self.start, exit_code=code)
+        return {} if gang is None else {"gpu_release_exit_code": gang.release()}
 
     def end(self, code: ExitCode, message: str) -> int:
-        self.release_gpus()
+        released = self.release_gpus()
         self.say(f"{'done' if code == ExitCode.OK else 'FAILED'} (exit {int(code)} "
                  f"{code.name}): {message}")
-        self.records.event("driver_end", self.start, exit_code=int(code), message=message)
+        self.records.event("driver_end", self.start, exit_code=int(code), message=message,
+                           **released)
         return int(code)
 
     # -- stages ------------------------------------------------------------------------------

@@ -178,7 +178,7 @@ else:
                   if start["time"] + 0.5 < t < at["trainer_exit"]["time"] - 0.2]
         assert during and min(during) == 2
         # Released at the end: gone within the idle timeout plus the autoscaler's slack.
-        assert at["gpu_release"]["exit_code"] == 0 and "[gpu_gang] RELEASED" in logs
+        assert at["driver_end"]["gpu_release_exit_code"] == 0 and "[gpu_gang] RELEASED" in logs
         gone = watch.last_time_with_any()
         assert gone is not None and gone - ended < IDLE + 20
         assert "GPU workers 2 up of 2 requested" in status_live, status_live
