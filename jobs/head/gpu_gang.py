@@ -83,9 +83,15 @@ class GangRequest:
     def request(self, nodes: int, gpus_per_node: int) -> None:
         bundle = {"GPU": float(gpus_per_node)}
         if self.v2:
-            self.client.request_cluster_resource_constraint(
-                [bundle] if nodes else [], [{}] if nodes else [], [nodes] if nodes else [],
-                timeout_s=10)
+            bundles, counts = ([bundle], [nodes]) if nodes else ([], [])
+            method = self.client.request_cluster_resource_constraint
+            # The GCS call gained per-bundle label selectors between the framework images' Ray
+            # versions: Ray 2.54 (bundles, label_selectors, count_array), Ray 2.49.2 (bundles,
+            # count_array) (the compiled signatures in ray/_raylet.so of both wheels).
+            if "label_selectors" in (method.__doc__ or ""):
+                method(bundles, [{} for _ in bundles], counts, timeout_s=10)
+            else:
+                method(bundles, counts, timeout_s=10)
         else:
             self.client.internal_kv_put(V1_REQUEST_KEY, json.dumps([bundle] * nodes).encode(),
                                         True, namespace=None, timeout=10)

@@ -179,8 +179,10 @@ def _fake_holder(tmp_path: Path) -> Path:
             def internal_kv_get(self, key, namespace=None, timeout=None):
                 return b"1" if (key, namespace) == (b"__autoscaler_v2_enabled", b"__autoscaler") else None
             def request_cluster_resource_constraint(self, bundles, selectors, counts, timeout_s=None):
+                # (its docstring, below, names label_selectors as Ray 2.54's does)
                 with open({str(tmp_path / "requests.jsonl")!r}, "a") as f:
                     f.write(json.dumps([bundles, selectors, counts]) + "\\n")
+            request_cluster_resource_constraint.__doc__ = "(self, bundles, label_selectors, count_array)"
     """))
     return shim
 
@@ -227,3 +229,36 @@ def test_the_holder_clears_the_request_however_the_driver_goes(tmp_path, how):
         assert '[gpu_gang] HELD {"autoscaler": "v2", "gpus_per_node": 8, "nodes": 4}' in out
         assert "[gpu_gang] RELEASED" in out
     _wait(lambda: _requests(tmp_path) == [HELD, CLEARED])
+
+
+def test_the_request_fits_both_ray_versions_of_the_images():
+    """Ray 2.54 (verl's image) takes label selectors, Ray 2.49.2 (NeMo RL's) does not: the
+    compiled signatures, as ray/_raylet.so of each wheel documents them."""
+    from jobs.head.gpu_gang import GangRequest
+
+    calls = []
+
+    class Client:
+        def __init__(self, doc):
+            self.request_cluster_resource_constraint = _Method(doc, calls)
+
+    for doc in ("InnerGcsClient.request_cluster_resource_constraint(self, vector[unordered_map"
+                "[string,double]] bundles: c_vector[...], vector[unordered_map[string,string]] "
+                "label_selectors: c_vector[...], vector[int64_t] count_array: c_vector[int64_t], "
+                "timeout_s=None)",
+                "InnerGcsClient.request_cluster_resource_constraint(self, vector[unordered_map"
+                "[string,double]] bundles: c_vector[...], vector[int64_t] count_array: "
+                "c_vector[int64_t], timeout_s=None)"):
+        gang = GangRequest.__new__(GangRequest)
+        gang.client, gang.v2 = Client(doc), True
+        gang.request(4, 8)
+        gang.clear()
+    assert calls == [([{"GPU": 8.0}], [{}], [4]), ([], [], []), ([{"GPU": 8.0}], [4]), ([], [])]
+
+
+class _Method:
+    def __init__(self, doc, calls):
+        self.__doc__, self.calls = doc, calls
+
+    def __call__(self, *args, timeout_s=None):
+        self.calls.append(args)
