@@ -1,13 +1,15 @@
 """Where a GPU worker's node came from, told to Ray: the capacity-source labels GKE sets on the
 node become Ray node labels, so the run driver on the head reads them with ``ray.nodes()``
-(jobs/head/gpu_sources.py) and records them at every trainer start.
+(jobs/head/gpu_wait.py, jobs/contract/capacity.py) and records them at every trainer start.
 
 How. A pod cannot read its node's labels through the Downward API (it exposes the pod's own
 labels and ``spec.nodeName`` only). So an init container of the GPU worker pod, running the
 worker's own image (python3, standard library), reads its node object from the Kubernetes API
 with the pod's service-account token, and writes the labels below to a YAML file on the Ray
-scratch volume; ``ray start --labels-file`` (Ray 2.54 ``ray start``: "--labels-file", merged
-with --labels) makes them the node's labels. The pod's service account may ``get`` nodes and
+scratch volume; ``ray start --labels-file`` makes them the node's labels (a YAML map, merged with
+--labels: ray/scripts/scripts.py and ray/_private/label_utils.py
+``parse_node_labels_from_yaml_file``, alike in the Ray 2.54 and 2.49.2 wheels, the Ray of the
+verl and NeMo RL images). The pod's service account may ``get`` nodes and
 nothing more (a ClusterRole, since nodes are cluster-scoped; no list, no watch, no write).
 
 A failure to read the node never stops a GPU worker: the file then says
