@@ -94,6 +94,8 @@ else:
             ray.init(address=fc.GCS, logging_level="ERROR", log_to_driver=False)
             yield fc.DASHBOARD
         finally:
+            import ray
+            ray.shutdown()           # this process's driver first: the head is going away
             fc.stop_autoscaling_head(ray_head.NS_ENV)
 
     def write_plan(tmp_path: Path, run_id: str, *, gpus: int, trainer_seconds: float,
