@@ -110,7 +110,7 @@ def test_one_pool_per_source_and_a_class_in_list_order(kinds):
     classes = built.of_type(CLASS)
     selector = built.value.pod_node_selector
     if len(kinds) == 1:
-        # One source: no class, the pods select the pool (as before the waterfall).
+        # One source: no class, the pods select the pool.
         assert classes == [] and selector["cloud.google.com/gke-nodepool"] == names[0]
         return
     [compute_class] = classes
