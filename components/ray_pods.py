@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from components.head_credentials import head_secret_env, hf_token_file_volume
-from components.kuberay_limits import worker_size_limit
+from components.kuberay_limits import (
+    AUTOSCALER_CPU,
+    AUTOSCALER_EPHEMERAL_GIB,
+    AUTOSCALER_MEMORY_GIB,
+    worker_size_limit,
+)
 from components.node_labels import LABELS_FILE, node_labels_init_container
 from components.ray_cluster_updates import upgrade_strategy, worker_setup_script
 
@@ -54,9 +59,6 @@ AUTOSCALER_VERSION = "v2"
 # (data/prices.yaml), and a worker coming back soon after lands on the still-present node (GKE
 # removes an empty node only about 10 minutes later), so a short timeout costs little time.
 IDLE_TIMEOUT_SECONDS = 60
-# The autoscaler sidecar's size: KubeRay's defaults (500m CPU, 512Mi, request = limit), stated
-# so the head's sizing rules count them, plus the ephemeral storage Autopilot would default.
-AUTOSCALER_CPU, AUTOSCALER_MEMORY_GIB, AUTOSCALER_EPHEMERAL_GIB = 0.5, 0.5, 1
 
 
 def rdma_network(index: int) -> str:

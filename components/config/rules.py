@@ -376,7 +376,7 @@ class _Rules(_GpuRules):
             sidecar = quantity_bytes(HEAD_SIDECAR_AUTOPILOT.ephemeral_storage) / 2**30
         maximum = general_purpose_ephemeral_storage_gib()
         # The Ray autoscaler's sidecar asks for its own (components/ray_pods.py).
-        from components.ray_pods import AUTOSCALER_EPHEMERAL_GIB
+        from components.kuberay_limits import AUTOSCALER_EPHEMERAL_GIB
         if asked + sidecar + AUTOSCALER_EPHEMERAL_GIB > maximum:
             self.add("kuberay.head.ephemeralStorageGib", asked,
                      f"at most {maximum - sidecar - AUTOSCALER_EPHEMERAL_GIB:g} on Autopilot: a pod "
@@ -403,7 +403,7 @@ class _Rules(_GpuRules):
         head = k.head
         # One vCPU and 2 GiB for the node's system pods and the gcsfuse sidecar's requests, and
         # the Ray autoscaler's sidecar in the head pod (components/ray_pods.py).
-        from components.ray_pods import AUTOSCALER_CPU, AUTOSCALER_MEMORY_GIB
+        from components.kuberay_limits import AUTOSCALER_CPU, AUTOSCALER_MEMORY_GIB
         cpu_room = probe.allocatable_cpu - 1 - AUTOSCALER_CPU
         memory_room = probe.allocatable_memory_gib - 2 - AUTOSCALER_MEMORY_GIB
         if head.cpu > cpu_room or head.memory_gib > memory_room:
