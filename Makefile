@@ -16,11 +16,13 @@ ACTIONLINT_STAMP := .tools/actionlint/.installed
 
 # The program: pinned dependencies without byte-compiling them (pulumi_gcp's .pyc files alone are
 # 157 MB, and Python compiles only what the program imports), then this checkout itself,
-# editable and without dependencies, for the `gke-grpo` command (pyproject.toml).
+# editable and without dependencies, for the `gke-grpo` command (pyproject.toml). Its build runs
+# isolated, with setuptools >= 70.1 from PyPI: the setuptools a fresh venv of Python 3.11 carries
+# cannot build an editable wheel without the `wheel` package ("invalid command 'bdist_wheel'").
 $(PROGRAM_STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --no-compile -r requirements.txt
-	$(PIP) --no-deps --no-build-isolation -e .
+	$(PIP) --no-deps -e .
 	touch $(PROGRAM_STAMP)
 
 # The test tools on top (requirements-dev.txt; torch from PyTorch's CPU index). The last line

@@ -86,6 +86,8 @@ pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("workloadNamespace", cluster.namespace_name)
 pulumi.export("gpuNodePool", capacity.pool_name)
 pulumi.export("gpuPodNodeSelector", capacity.pod_node_selector)
+# The capacity waterfall, its rates and the GPU workers' idle timeout (the jobs CLI reads it).
+pulumi.export("gpuCapacity", capacity.stack_output)
 pulumi.export("getCredentials", pulumi.Output.concat(
     "gcloud container clusters get-credentials ", cluster.cluster.name,
     " --location ", cluster.cluster.location, " --project ", config.project,

@@ -7,8 +7,10 @@ Semantics differ by provisioning model and are stated in the result:
   (the on-demand rate: reservation discounts/commitments could not be sourced, so it is an
   upper bound) and what the reservation costs over the run's deadline.
 - spot and flex-start: INCREMENTAL. GPU nodes exist only while pods need them (pools scale from
-  0), so a run costs the hourly rate times its duration; Spot prices move, flex-start is at most
-  the on-demand rate.
+  0, the Ray autoscaler removes idle GPU workers), so a run costs the hourly rate times its
+  duration; Spot prices move, flex-start is at most the on-demand rate.
+With a capacity waterfall the estimate uses the first source; every source's rate is in the
+stack output gpuCapacity (components/gpu_capacity.py).
 A run's duration is not predicted: the estimate bounds it by job.activeDeadlineSeconds.
 """
 
@@ -38,7 +40,10 @@ def _rounded_money(value: float | None) -> float | None:
 def estimate_cost(config: StackConfig, prices: dict[str, Any] | None = None) -> dict[str, Any]:
     prices = prices or load_prices()
     machine = prices["machines"][config.machine_type]
-    model = config.gpu.provisioning_model
+    # The first capacity source's rate; a waterfall's other sources are priced in the stack
+    # output gpuCapacity, and a run's cost uses the source of each node it got (jobs CLI).
+    sources = config.capacity.sources
+    model = sources[0].provisioning_model
     nodes = config.gpu.nodes
     # The rate choice is shared with the run's actual cost (jobs/cli/run_cost.py, job side).
     chosen = hourly_rate(parse_price_table({**prices, "machines": {config.machine_type: machine}})
@@ -54,6 +59,10 @@ def estimate_cost(config: StackConfig, prices: dict[str, Any] | None = None) -> 
         "flex-start": "incremental: paid only while the flex-start nodes run (at most "
                       "maxRunDurationSeconds each)",
     }[model]
+    if len(sources) > 1:
+        semantics += ("; the first of " + str(len(sources)) + " capacity sources ("
+                      + " -> ".join(source.label for source in sources) + "), each priced in the "
+                      "output gpuCapacity")
     result: dict[str, Any] = {
         "pricesAsOf": prices["as_of"],
         "currency": prices["currency"],

@@ -8,6 +8,7 @@ so `pulumi preview` shows it, tests validate it and a reviewer diffs it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS, head_code_mount
 from components.kuberay_crds import crd_files
+from components.node_labels import cluster_role, cluster_role_binding
 from components.ray_cluster_updates import replacement_message, replacement_options
 from components.ray_pods import (
     DASHBOARD_PORT,
@@ -89,7 +91,8 @@ class KubeRayArgs:
     gvnic_subnet: gcp.compute.Subnetwork
     rdma_network: gcp.compute.Network
     rdma_subnets: list[gcp.compute.Subnetwork]
-    # From GpuCapacity (Standard: the RayCluster waits for the pool) and SharedStorage:
+    # From GpuCapacity (Standard: the RayCluster waits for the pools and the waterfall's
+    # ComputeClass) and SharedStorage:
     gpu_node_pool: pulumi.Resource | None
     storage_claims: list[pulumi.Resource]
     # Secrets and the head's code:
@@ -97,6 +100,12 @@ class KubeRayArgs:
     wandb_api_key: pulumi.Input[str] | None = None
     # The head's jobs ConfigMap as (data, binaryData): components/head_code.py head_code_files.
     head_code: tuple[dict[str, str], dict[str, str]] | None = None
+    # The Ray pods' service account (SharedStorage creates it): KubeRay's reconcile fails on a
+    # head serviceAccountName that does not exist (ray-operator/controllers/ray/
+    # raycluster_controller.go @v1.7.0, "If users specify ServiceAccountName for the head Pod,
+    # they need to create a ServiceAccount themselves"), so the RayCluster waits for it.
+    pod_service_account: pulumi.Resource | None = None
+    gpu_capacity_resources: list[pulumi.Resource] = dataclasses.field(default_factory=list)
 
 
 def image_row(config: StackConfig) -> ImageRow:
@@ -137,7 +146,8 @@ def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeClus
         gvnic_subnet=networks.gvnic_subnet, rdma_network=networks.rdma_network,
         rdma_subnets=list(networks.rdma_subnets), gpu_node_pool=capacity.node_pool,
         storage_claims=storage.pods.claims, hf_token=hf_token, wandb_api_key=wandb_api_key,
-        head_code=head_code)
+        head_code=head_code, pod_service_account=storage.service_account,
+        gpu_capacity_resources=capacity.placement_dependencies)
 
 
 class KubeRay(pulumi.ComponentResource):
@@ -157,6 +167,7 @@ class KubeRay(pulumi.ComponentResource):
     worker: WorkerSizing              # the GPU worker's size, as the RayCluster asks for it
     crds: list[k8s.yaml.v2.ConfigGroup]  # helm only: the vendored CRDs
     network_policy: k8s.networking.v1.NetworkPolicy
+    node_reader: list[pulumi.Resource]   # the GPU workers' read-only node RBAC
 
     def __init__(self, name: str, args: KubeRayArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:KubeRay", name, None, opts)
@@ -175,6 +186,8 @@ class KubeRay(pulumi.ComponentResource):
         self.token_auth, self.token_auth_message = token_auth_support(args.operator, args.helm_chart_version, self.row)
         # Said on every preview/up: a reviewer sees whether the dashboard needs a token.
         (pulumi.log.info if self.token_auth else pulumi.log.warn)(self.token_auth_message, resource=self)
+        if args.operator == "addon":
+            pulumi.log.warn(ADDON_AUTOSCALING_MESSAGE, resource=self)
         for message in self.row.deploy_warnings():   # an image not confirmed pullable
             pulumi.log.warn(message, resource=self)
 
@@ -261,6 +274,9 @@ class KubeRay(pulumi.ComponentResource):
             spec=self._network_policy_spec(args),
             opts=self._k8s())
 
+        # ---- what the GPU workers read of their node (components/node_labels.py) ---------------
+        self.node_reader = self._node_reader(name, args)
+
         # ---- the RayCluster -----------------------------------------------------------------------
         self.worker = args.pods.worker
         spec = ray_cluster_spec(
@@ -280,7 +296,16 @@ class KubeRay(pulumi.ComponentResource):
                 self.hf_secret, *([self.wandb_secret] if self.wandb_secret else []),
                 self.network_policy, *code_dependencies,
                 *([args.gpu_node_pool] if args.gpu_node_pool is not None else []),
-            ], **replacement_options(args.operator, args.helm_chart_version)))
+                *args.gpu_capacity_resources, *self.node_reader,
+                *([args.pod_service_account] if args.pod_service_account is not None else []),
+            ],
+            # No ignore_changes on spec.workerGroupSpecs[*].replicas: the program never sends
+            # replicas (components/ray_pods.py), so Server-Side Apply leaves the field to its
+            # one writer, the Ray autoscaler. ignore_changes would harm: Pulumi replaces an
+            # ignored input with the value in its state, so a stack deployed with the fixed
+            # group (replicas = nodes) would re-send that value, and start every GPU worker, on
+            # each update.
+            **replacement_options(args.operator, args.helm_chart_version)))
         replacement = replacement_message(args.operator, args.helm_chart_version,
                                           self.ray_cluster_name)
         if replacement:
@@ -296,6 +321,19 @@ class KubeRay(pulumi.ComponentResource):
     # -------------------------------------------------------------------------------------------
     def _k8s(self, **kwargs) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, provider=self._provider, **kwargs)
+
+    def _node_reader(self, name: str, args: KubeRayArgs) -> list[pulumi.Resource]:
+        """`get` on nodes for the Ray pods' service account, so a GPU worker's init container
+        can read its own node's capacity-source labels (components/node_labels.py)."""
+        role = cluster_role()
+        cluster_role_resource = k8s.rbac.v1.ClusterRole(
+            f"{name}-gpu-node-reader", metadata=role["metadata"], rules=role["rules"],
+            opts=self._k8s())
+        binding = cluster_role_binding(args.pods.storage.service_account_name, args.workload_namespace)
+        binding_resource = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-gpu-node-reader", metadata=binding["metadata"], role_ref=binding["roleRef"],
+            subjects=binding["subjects"], opts=self._k8s(depends_on=[cluster_role_resource]))
+        return [cluster_role_resource, binding_resource]
 
     def _network_objects(self, name: str, args: KubeRayArgs) -> list[pulumi.Resource]:
         """GKENetworkParamSet + Network per extra NIC, named from the network component's
@@ -478,6 +516,18 @@ def addon_operator_source() -> k8s.networking.v1.NetworkPolicyPeerArgs:
         namespace_selector=k8s.meta.v1.LabelSelectorArgs(
             match_labels={"kubernetes.io/metadata.name": KONNECTIVITY_NAMESPACE}),
         pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(KONNECTIVITY_AGENT_LABELS)))
+
+# In-tree autoscaling under GKE's Ray addon: no Google statement either way was found (the addon
+# pages, updated 2026-04-10, list no limitation; Google's ray-kueue-dws tutorial, same date, runs
+# enableInTreeAutoscaling on an addon cluster). The addon ships KubeRay v1.5 on GKE 1.35 and v1.4
+# on 1.34; autoscalerOptions.version needs KubeRay >= 1.4 (its validation message).
+ADDON_AUTOSCALING_MESSAGE = (
+    "GPU workers scale with the Ray autoscaler (enableInTreeAutoscaling, autoscalerOptions."
+    "version v2). Under GKE's Ray addon this is unconfirmed: Google documents no limitation and "
+    "no support (its ray-kueue-dws tutorial uses in-tree autoscaling with the addon), and the "
+    "addon's KubeRay is v1.5 on GKE 1.35 (v1.4 on 1.34; autoscalerOptions.version needs >= 1.4). "
+    "After `pulumi up`, check that the head pod has an `autoscaler` container; "
+    "kuberay.operator=helm pins KubeRay 1.7.0.")
 
 
 def installer_arguments(autopilot: bool) -> str:

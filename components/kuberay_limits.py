@@ -11,6 +11,12 @@ import math
 SYSTEM_RESERVE_CPU = 6
 SYSTEM_RESERVE_MEMORY_GIB = 64
 
+# The Ray autoscaler's sidecar in the head pod (components/ray_pods.py autoscaler_options):
+# KubeRay's defaults (500m CPU, 512Mi, request = limit; KubeRay v1.7.0 common/pod.go
+# BuildAutoscalerContainer), stated so the head's sizing rules count them, plus the 1 GiB of
+# ephemeral storage Autopilot gives a container that does not ask.
+AUTOSCALER_CPU, AUTOSCALER_MEMORY_GIB, AUTOSCALER_EPHEMERAL_GIB = 0.5, 0.5, 1
+
 
 def worker_size_limit(allocatable_cpu: float, allocatable_memory_gib: float,
                       sidecar_cpu: float = 0, sidecar_memory_gib: float = 0) -> tuple[int, int]:

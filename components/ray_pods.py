@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from components.head_credentials import head_secret_env, hf_token_file_volume
-from components.kuberay_limits import worker_size_limit
+from components.kuberay_limits import (
+    AUTOSCALER_CPU,
+    AUTOSCALER_EPHEMERAL_GIB,
+    AUTOSCALER_MEMORY_GIB,
+    worker_size_limit,
+)
+from components.node_labels import LABELS_FILE, node_labels_init_container
 from components.ray_cluster_updates import upgrade_strategy, worker_setup_script
 
 if TYPE_CHECKING:   # annotations only: the config models import components' siblings
@@ -36,6 +42,23 @@ NVIDIA_MOUNT, GIB_MOUNT = "/usr/local/nvidia", "/usr/local/gib"
 SET_NCCL_ENV = f"{GIB_MOUNT}/scripts/set_nccl_env.sh"
 
 GVNIC_NETWORK = "gvnic-1"
+GPU_GROUP = "gpu-workers"
+
+# The Ray autoscaler, a sidecar of the head (KubeRay v1.7.0 ray-operator/controllers/ray/common/
+# pod.go BuildAutoscalerContainer). v2, stated: with `version` unset KubeRay leaves it to Ray,
+# and Ray 2.54 turns v2 on under KubeRay (ray/scripts/scripts.py) while KubeRay, not seeing the
+# field, would not set the restartPolicy v2 expects. With v2 KubeRay sets restartPolicy Never on
+# the head and worker pods (pod.go): a failed or preempted worker pod is not restarted in place;
+# KubeRay deletes it and the autoscaler creates a new one while the driver's gang request still
+# asks for it (jobs/head/gpu_wait.py), else the group simply shrinks.
+AUTOSCALER_VERSION = "v2"
+# Idle timeout of a GPU worker: how long an idle worker (no Ray task, actor or placement group
+# on it) is kept when no gang request asks for it. A run's workers are held by the driver's
+# request from the GPU wait to its end, restarts included, so this only counts after a run (or a
+# failed attempt) ended. 60 s: an idle A3 Ultra/A4 node costs 30-90 USD an hour
+# (data/prices.yaml), and a worker coming back soon after lands on the still-present node (GKE
+# removes an empty node only about 10 minutes later), so a short timeout costs little time.
+IDLE_TIMEOUT_SECONDS = 60
 
 
 def rdma_network(index: int) -> str:
@@ -132,7 +155,7 @@ class RayPodsArgs:
     head_ephemeral_storage_gib: int
     worker: WorkerSizing          # sized by worker_resources
     worker_ephemeral_storage_gib: int
-    gpu_nodes: int
+    gpu_nodes: int                   # the run's nodes: the GPU group's maxReplicas
     gpus_per_node: int
     nccl_tuner_file: str
     rdma_nics: int
@@ -200,7 +223,7 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     ]
     worker_limits = {"cpu": str(worker.cpu), "memory": f"{worker.memory_gib}Gi",
                      "nvidia.com/gpu": str(pods.gpus_per_node)}
-    worker_container = {
+    worker_container: dict = {
         "name": "ray-worker",
         "image": pods.image,
         # No `command`: KubeRay runs `<args> && ulimit ...; ray start ...` in one shell, so the
@@ -224,7 +247,7 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
         # sockets); the rest stay until a run on RDMA nodes confirms drop ALL is safe.
         "securityContext": {**no_escalation, "capabilities": {"drop": ["NET_RAW"]}},
     }
-    worker_pod = {
+    worker_pod: dict = {
         "securityContext": pod_security,
         "serviceAccountName": storage.service_account_name,
         "nodeSelector": dict(pods.gpu_node_selector),
@@ -242,14 +265,19 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     # GPU health (count, uncorrected ECC, driver libraries) before `ray start`.
     from components.gpu_health import apply_to_worker_pod
     apply_to_worker_pod(worker_pod, pods.image, pods.gpus_per_node)
+    # Then the node's capacity-source labels, for `ray start --labels-file`.
+    ray_tmp_mount = next(m for m in worker_scratch_mounts if m["mountPath"] == RAY_TMP)
+    worker_pod["initContainers"].append(node_labels_init_container(pods.image, ray_tmp_mount))
     worker_annotations = {
         **storage.pod_annotations,
         "networking.gke.io/default-interface": "eth0",
         "networking.gke.io/interfaces": interfaces_annotation(pods.rdma_nics),
     }
+    head_tmp_mount = next(m for m in head_scratch_mounts if m["mountPath"] == RAY_TMP)
     spec = {
         "rayVersion": pods.ray_version,
-        "enableInTreeAutoscaling": False,
+        "enableInTreeAutoscaling": True,
+        "autoscalerOptions": autoscaler_options(head_tmp_mount),
         "headGroupSpec": {
             "serviceType": "ClusterIP",
             "rayStartParams": {
@@ -262,13 +290,21 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
                          "spec": head_pod},
         },
         "workerGroupSpecs": [{
-            "groupName": "gpu-workers",
-            # The one GPU node count (gke-grpo:gpu.nodes): one Ray worker per GPU node.
-            "replicas": pods.gpu_nodes,
-            "minReplicas": pods.gpu_nodes,
+            "groupName": GPU_GROUP,
+            # 0 .. the run's nodes (gke-grpo:gpu.nodes), one Ray worker per GPU node. No
+            # `replicas`: the autoscaler owns it (it patches replicas and
+            # scaleStrategy.workersToDelete; Ray 2.54 ray/autoscaler/v2/instance_manager/
+            # cloud_providers/kuberay/cloud_provider.py). Left out of the inputs, Pulumi never
+            # owns the field (the CRD defaults it to 0), so an update cannot reset it; see
+            # components/kuberay.py for why it is not an ignore_changes path instead.
+            "minReplicas": 0,
             "maxReplicas": pods.gpu_nodes,
             "numOfHosts": 1,
-            "rayStartParams": {"num-cpus": str(worker.cpu), "num-gpus": str(pods.gpus_per_node)},
+            # What the autoscaler plans with (Ray 2.54 ray/autoscaler/_private/kuberay/
+            # autoscaling_config.py reads rayStartParams before container limits), and the
+            # node's capacity-source labels (components/node_labels.py).
+            "rayStartParams": {"num-cpus": str(worker.cpu), "num-gpus": str(pods.gpus_per_node),
+                               "labels-file": LABELS_FILE},
             "template": {"metadata": {"annotations": worker_annotations}, "spec": worker_pod},
         }],
     }
@@ -278,3 +314,20 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     if strategy:
         spec["upgradeStrategy"] = strategy
     return spec
+
+
+def autoscaler_options(ray_tmp_mount: dict) -> dict:
+    """spec.autoscalerOptions: v2, the idle timeout, the sidecar's size; it writes its logs to
+    the head's Ray scratch volume (`kubectl logs -c autoscaler` has them too)."""
+    resources = {"cpu": f"{int(AUTOSCALER_CPU * 1000)}m",
+                 "memory": f"{int(AUTOSCALER_MEMORY_GIB * 1024)}Mi"}
+    return {
+        "version": AUTOSCALER_VERSION,
+        "idleTimeoutSeconds": IDLE_TIMEOUT_SECONDS,
+        # Default: no rate limit; the gang is asked for at once anyway.
+        "upscalingMode": "Default",
+        "resources": {"requests": {**resources, "ephemeral-storage": f"{AUTOSCALER_EPHEMERAL_GIB}Gi"},
+                      "limits": resources},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [dict(ray_tmp_mount)],
+    }

@@ -38,6 +38,7 @@ from components.config import PROJECT, Problem
 
 if TYPE_CHECKING:
     from components.config import StackConfig
+    from components.config.capacity import PlannedSource
 
 IDENTITY_OUTPUT = "deployedIdentity"
 IDENTITY_VERSION = 1
@@ -93,7 +94,10 @@ def stack_identity(config: StackConfig) -> dict[str, Any]:
             NODE_POOL, name="ray-head", project=project, location=region,
             nodeConfig__spot=False, nodeConfig__oauthScopes=[CLOUD_PLATFORM_SCOPE])
     if not config.autopilot:
-        resources["gpu-pool"] = _entry(NODE_POOL, **gpu_pool_fields(config))
+        # One pool per capacity source, keyed as components/gpu_capacity.py names it.
+        for source in config.capacity.sources:
+            key = "gpu-pool" + (f"-{source.resource_suffix}" if source.resource_suffix else "")
+            resources[key] = _entry(NODE_POOL, **gpu_pool_fields(config, source))
     if config.storage.kind == "gcs":
         gcs = config.storage.gcs
         resources["storage-bucket"] = _entry(
@@ -109,27 +113,28 @@ def stack_identity(config: StackConfig) -> dict[str, Any]:
     return {"version": IDENTITY_VERSION, "resources": dict(sorted(resources.items()))}
 
 
-def gpu_pool_fields(config: StackConfig) -> dict[str, Any]:
-    """The GPU pool's ForceNew fields, as components/gpu_capacity.py sets them (double
+def gpu_pool_fields(config: StackConfig, source: PlannedSource) -> dict[str, Any]:
+    """One GPU pool's ForceNew fields, as components/gpu_capacity.py sets them (double
     underscores stand for dots)."""
     from components.gpu_capacity import RESERVATION_KEY, reservation_value
 
-    gpu, model = config.gpu, config.gpu.provisioning_model
+    gpu = config.gpu
     fields: dict[str, Any] = {
-        "name": f"{config.machine_type}-pool", "project": config.project, "location": config.region,
+        "name": source.pool_name, "project": config.project, "location": config.region,
         "nodeConfig__guestAccelerators[]__type": [gpu.type],
         "nodeConfig__guestAccelerators[]__count": [config.gpus_per_node],
         "nodeConfig__guestAccelerators[]__gpuDriverInstallationConfig__gpuDriverVersion": [gpu.driver_version],
-        "nodeConfig__spot": model == "spot",
-        "nodeConfig__flexStart": True if model == "flex-start" else None,
-        "nodeConfig__maxRunDuration": f"{gpu.max_run_duration_seconds}s" if gpu.max_run_duration_seconds else None,
+        "nodeConfig__spot": source.kind == "spot",
+        "nodeConfig__flexStart": True if source.kind == "flexStart" else None,
+        "nodeConfig__maxRunDuration": f"{source.max_run_duration_seconds}s"
+        if source.max_run_duration_seconds else None,
         "nodeConfig__oauthScopes": [CLOUD_PLATFORM_SCOPE],
         "placementPolicy": {"type": "COMPACT"} if gpu.compact_placement else None,
     }
-    if model == "reservation" and gpu.reservation is not None:
+    if source.reservation is not None:
         fields.update({"nodeConfig__reservationAffinity__consumeReservationType": "SPECIFIC_RESERVATION",
                        "nodeConfig__reservationAffinity__key": RESERVATION_KEY,
-                       "nodeConfig__reservationAffinity__values": [reservation_value(gpu.reservation, config.project)]})
+                       "nodeConfig__reservationAffinity__values": [reservation_value(source.reservation, config.project)]})
     else:
         fields["nodeConfig__reservationAffinity__consumeReservationType"] = "NO_RESERVATION"
     return fields

@@ -344,6 +344,9 @@ def render_tree(result: PreviewResult) -> str:
     lines += ["", "Outputs:"]
     for key, value in sorted(result.outputs.items()):
         lines.append(f"    {key}: {json.dumps(value, sort_keys=True)}")
+    if isinstance(result.outputs.get("gpuCapacity"), dict):
+        from components.gpu_capacity import describe_capacity
+        lines += ["", "Capacity plan:"] + [f"    {line}" for line in describe_capacity(result.outputs["gpuCapacity"])]
     if isinstance(result.outputs.get("costEstimate"), dict):
         from components.cost import describe
         lines += ["", "Cost estimate:"] + [f"    {line}" for line in describe(result.outputs["costEstimate"])]

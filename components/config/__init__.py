@@ -23,6 +23,7 @@ The package, by area:
 Every name other code imports from ``components.config`` is re-exported here.
 """
 
+from components.config.capacity import CapacityPlan, PlannedSource, capacity_plan
 from components.config.facts import (
     DEFAULT_GKE_MINOR,
     DEFAULT_KUBERAY_CHART_VERSION,
@@ -51,6 +52,7 @@ from components.config.keys import (
 from components.config.loader import load_stack_config, read_pulumi_config
 from components.config.models import (
     AuthorizedNetwork,
+    CapacitySource,
     ClusterConfig,
     ExportConfig,
     GcsStorage,
@@ -102,6 +104,8 @@ __all__ = [
     "TOP_LEVEL_KEYS",
     "_RFC3339",
     "AuthorizedNetwork",
+    "CapacityPlan",
+    "CapacitySource",
     "ClusterConfig",
     "ConfigError",
     "ExportConfig",
@@ -118,6 +122,7 @@ __all__ = [
     "MaintenanceExclusion",
     "MaintenanceWindow",
     "NetworkConfig",
+    "PlannedSource",
     "Problem",
     "Reservation",
     "ResourceNames",
@@ -125,6 +130,7 @@ __all__ = [
     "StorageConfig",
     "WorkerResources",
     "_Rules",
+    "capacity_plan",
     "cpu_cores",
     "load_stack_config",
     "predefined_machine",

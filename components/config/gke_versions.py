@@ -17,6 +17,7 @@ class GkeVersionGates:
     default_minor: str          # the default cluster.minMasterVersion
     minimum_minor: str          # A3 Ultra and A4 GPU nodes need at least this minor
     flex_start: str             # flex-start GPU node pools
+    compute_class: str          # custom ComputeClasses (the capacity waterfall)
     lustre_modern_port: str     # the Lustre CSI driver on LNet port 988
     lustre_csi: str             # the Lustre CSI driver addon
 
@@ -25,4 +26,5 @@ class GkeVersionGates:
 def load_gke_version_gates(path: Path = GATES_FILE) -> GkeVersionGates:
     data = yaml.safe_load(path.read_text())
     return GkeVersionGates(**{name: str(data[name]["value"]) for name in (
-        "default_minor", "minimum_minor", "flex_start", "lustre_modern_port", "lustre_csi")})
+        "default_minor", "minimum_minor", "flex_start", "compute_class", "lustre_modern_port",
+        "lustre_csi")})

@@ -12,16 +12,15 @@ import re
 from typing import Any, TypeVar
 
 from components.config.facts import (
-    FLEX_START_MIN_GKE_VERSION,
     LUSTRE_CSI_MIN_GKE_VERSION,
     LUSTRE_MODERN_PORT_MIN_GKE_VERSION,
     LUSTRE_TIERS,
     MACHINE_SHAPES,
     MINIMUM_GKE_MINOR,
-    PROVISIONING_MODELS,
     MachineShape,
     predefined_machine,
 )
+from components.config.gpu_rules import _GpuRules
 from components.config.limits import load_config_limits
 from components.config.models import (
     ClusterConfig,
@@ -55,7 +54,7 @@ def area_of(parsed: dict[str, _Area | None], name: str, model: type[_AreaModel])
     return value if isinstance(value, model) else None
 
 
-class _Rules:
+class _Rules(_GpuRules):
     """Rules spanning several keys. Each check reads only areas that parsed."""
 
     def __init__(self, problems: list[Problem], parsed: dict[str, _Area | None],
@@ -169,89 +168,6 @@ class _Rules:
                      f"({public / 2**32:.2%} of all IPv4 addresses). Name the networks you work "
                      'from, or use cluster.controlPlaneAccess "dns", where IAM decides who '
                      "connects", reads=("cluster.controlPlaneAccess",))
-
-    # ---- gpu --------------------------------------------------------------------------------
-    def _check_gpu(self, g: GpuConfig) -> None:
-        shape = MACHINE_SHAPES[g.type]
-        autopilot = self.cluster is not None and self.cluster.mode == "autopilot"
-        model = g.provisioning_model
-        if model not in PROVISIONING_MODELS:
-            hint = ""
-            if model in ("on-demand", "ondemand", "standard", "on_demand"):
-                hint = (f"{shape.machine_type} has no plain on-demand capacity; ")
-            self.add("gpu.provisioningModel", model, hint + "one of reservation, spot, "
-                     "flex-start (a reservation you own, Spot VMs, or flex-start for up to 7 days)")
-        if g.machine_type is not None:
-            if autopilot:
-                self.add("gpu.machineType", g.machine_type, "not allowed on Autopilot (a node "
-                         "pool setting): Autopilot picks the machine from gpu.type")
-            elif g.machine_type != shape.machine_type:
-                self.add("gpu.machineType", g.machine_type,
-                         f"{g.type} runs on {shape.machine_type} only (omit the key: it is "
-                         "derived from gpu.type)")
-        if model == "reservation":
-            if g.reservation is None:
-                self.add("gpu.reservation", None, 'required when provisioningModel is '
-                         '"reservation": {"name": "<reservation name>"}')
-        elif g.reservation is not None:
-            self.add("gpu.reservation", g.reservation.model_dump(by_alias=True, exclude_none=True),
-                     'only with provisioningModel "reservation"')
-        # The reservation's names and project, and the 7-day bound of maxRunDurationSeconds, are
-        # checked by their types (components/config/types.py).
-        if g.reservation is not None and autopilot:
-            r = g.reservation
-            if r.block is not None:
-                self.add("gpu.reservation.block", r.block, "Standard clusters only: this program "
-                         "selects a reservation block through a node pool's reservation affinity")
-            if r.project is not None:
-                self.add("gpu.reservation.project", r.project, "Standard clusters only: this "
-                         "program consumes a shared reservation through a node pool's affinity")
-        if g.max_run_duration_seconds is not None:
-            if autopilot:
-                self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds, "Standard clusters "
-                         "only: it is a node pool setting (Autopilot flex-start nodes get GKE's default)")
-            elif model != "flex-start":
-                self.add("gpu.maxRunDurationSeconds", g.max_run_duration_seconds,
-                         'only with provisioningModel "flex-start"')
-        if model == "flex-start" and g.auto_repair:
-            self.add("gpu.autoRepair", g.auto_repair, "false (or omitted) with flex-start: GKE "
-                     "does not auto-repair flex-start nodes")
-        if model == "flex-start" and self.cluster is not None and _GKE_VERSION.fullmatch(
-                self.cluster.min_master_version) and not version_at_least(
-                self.cluster.min_master_version, FLEX_START_MIN_GKE_VERSION):
-            self.add("cluster.minMasterVersion", self.cluster.min_master_version,
-                     f"at least {FLEX_START_MIN_GKE_VERSION} for flex-start GPU node pools")
-        if self.cluster is not None and _GKE_VERSION.fullmatch(self.cluster.min_master_version) and \
-                not version_at_least(self.cluster.min_master_version, shape.min_gke_version):
-            self.add("cluster.minMasterVersion", self.cluster.min_master_version,
-                     f"at least {shape.min_gke_version} for {g.type}")
-        if autopilot:
-            pool_only = {
-                "minNodes": (g.min_nodes, "autoscaling bounds"),
-                "maxNodes": (g.max_nodes, "autoscaling bounds"),
-                "autoRepair": (g.auto_repair, "auto-repair"),
-                "compactPlacement": (g.compact_placement, "compact placement"),
-                "diskSizeGb": (g.disk_size_gb, "the node boot disk"),
-            }
-            for key, (value, what) in pool_only.items():
-                if value is not None:
-                    self.add(f"gpu.{key}", value, f"not allowed on Autopilot: {what} is a node "
-                             "pool setting and Autopilot manages nodes itself (remove the key)")
-        if not autopilot:
-            min_nodes = 0 if g.min_nodes is None else g.min_nodes
-            max_nodes = g.nodes if g.max_nodes is None else g.max_nodes
-            if min_nodes > g.nodes:
-                self.add("gpu.minNodes", min_nodes, f"at most gpu.nodes ({g.nodes})", reads=("gpu.nodes",))
-            if max_nodes < g.nodes:
-                self.add("gpu.maxNodes", max_nodes, f"at least gpu.nodes ({g.nodes}): the run "
-                         "needs that many nodes at once", reads=("gpu.nodes",))
-            # Compact placement with flex-start is allowed: Cluster Toolkit's gke-node-pool
-            # precondition supports it on A3 Ultra, A4 and H4D (modules/compute/gke-node-pool/
-            # main.tf @104708037, 2026-06-25), the only machines this program deploys.
-            if model == "flex-start" and min_nodes > 0:
-                self.add("gpu.minNodes", min_nodes, "0 (or omitted) with flex-start: a minimum "
-                         "would hold a granted node, and pay for it, for up to 7 days "
-                         "(maxRunDurationSeconds) with nothing running on it")
 
     # ---- network ----------------------------------------------------------------------------
     def _check_network(self, n: NetworkConfig) -> None:
@@ -474,11 +390,15 @@ class _Rules:
         if self.storage is not None and self.storage.kind == "gcs":
             sidecar = quantity_bytes(HEAD_SIDECAR_AUTOPILOT.ephemeral_storage) / 2**30
         maximum = general_purpose_ephemeral_storage_gib()
-        if asked + sidecar > maximum:
-            self.add("kuberay.head.ephemeralStorageGib", asked, f"at most {maximum - sidecar:g} on "
-                     f"Autopilot: a pod without local SSD gets at most {maximum:g} GiB of ephemeral "
-                     f"storage{f' and the gcsfuse sidecar takes {sidecar:g}' if sidecar else ''}; "
-                     "/tmp/ray is on its own disk-backed volume there")
+        # The Ray autoscaler's sidecar asks for its own (components/ray_pods.py).
+        from components.kuberay_limits import AUTOSCALER_EPHEMERAL_GIB
+        if asked + sidecar + AUTOSCALER_EPHEMERAL_GIB > maximum:
+            self.add("kuberay.head.ephemeralStorageGib", asked,
+                     f"at most {maximum - sidecar - AUTOSCALER_EPHEMERAL_GIB:g} on Autopilot: a pod "
+                     f"without local SSD gets at most {maximum:g} GiB of ephemeral storage"
+                     f"{f', the gcsfuse sidecar takes {sidecar:g}' if sidecar else ''} and the Ray "
+                     f"autoscaler {AUTOSCALER_EPHEMERAL_GIB:g}; /tmp/ray is on its own disk-backed "
+                     "volume there")
 
     def _check_head(self, k: KubeRayConfig) -> None:
         """The head's requests fit its Standard pool's machine (plus a small sidecar)."""
@@ -496,11 +416,15 @@ class _Rules:
         vcpus, memory_gib = shape
         probe = MachineShape("", pool.machine_type, "", 0, 0, vcpus, memory_gib, 0, "", "")
         head = k.head
-        # One vCPU and 2 GiB for the node's system pods and the gcsfuse sidecar's requests.
-        if head.cpu > probe.allocatable_cpu - 1 or head.memory_gib > probe.allocatable_memory_gib - 2:
+        # One vCPU and 2 GiB for the node's system pods and the gcsfuse sidecar's requests, and
+        # the Ray autoscaler's sidecar in the head pod (components/ray_pods.py).
+        from components.kuberay_limits import AUTOSCALER_CPU, AUTOSCALER_MEMORY_GIB
+        cpu_room = probe.allocatable_cpu - 1 - AUTOSCALER_CPU
+        memory_room = probe.allocatable_memory_gib - 2 - AUTOSCALER_MEMORY_GIB
+        if head.cpu > cpu_room or head.memory_gib > memory_room:
             self.add("kuberay.head", head.model_dump(by_alias=True),
-                     f"at most {int(probe.allocatable_cpu - 1)} CPUs and "
-                     f"{int(probe.allocatable_memory_gib - 2)} GiB on the head pool's "
+                     f"at most {int(cpu_room)} CPUs and "
+                     f"{int(memory_room)} GiB on the head pool's "
                      f"{pool.machine_type} ({vcpus} vCPUs, {memory_gib:g} GiB); or choose a larger "
                      "cluster.headPool.machineType",
                      reads=("cluster.headPool.machineType", "kuberay.head.cpu", "kuberay.head.memoryGib"))

@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
+from components.config.capacity import CapacityPlan, capacity_plan
 from components.config.facts import DEFAULT_KUBERAY_CHART_VERSION, MACHINE_SHAPES, MachineShape
 from components.config.models import (
     ClusterConfig,
@@ -77,9 +78,20 @@ class StackConfig:
 
     @property
     def gpu_auto_repair(self) -> bool:
+        """Auto-repair of the Spot and reservation pools (flex-start pools never: GKE does not
+        repair flex-start nodes)."""
         if self.gpu.auto_repair is not None:
             return self.gpu.auto_repair
         return self.gpu.provisioning_model != "flex-start"
+
+    @property
+    def capacity(self) -> CapacityPlan:
+        """The GPU capacity sources in order (gpu.capacity, or provisioningModel's one)."""
+        return capacity_plan(self.gpu, machine_type=self.machine_type)
+
+    @property
+    def compute_class_name(self) -> str:
+        return compute_class_name(self.cluster.name)
 
     @property
     def deletion_protection(self) -> bool:
@@ -163,6 +175,11 @@ class StackConfig:
         return (
             f"projects/{self.project}/global/networkProfiles/{self.zone}-vpc-roce"
         )
+
+
+def compute_class_name(cluster_name: str) -> str:
+    """The GKE ComputeClass of a waterfall: cluster-scoped, so named after the cluster."""
+    return f"{cluster_name}-gpu"
 
 
 @dataclass(frozen=True)

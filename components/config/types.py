@@ -116,6 +116,11 @@ ReservationBlock = Annotated[str, _name(
     _RFC1035, 63, "a reservation block name: lowercase letters, digits and hyphens, at most 63 "
     "characters"), _schema(_RFC1035.pattern, 63)]
 
+# GKE node pool names: RFC 1035, at most 40 characters (gcloud container node-pools create NAME).
+NodePoolName = Annotated[str, _name(
+    _RFC1035, 40, "a node pool name: lowercase letters, digits and hyphens, at most 40 characters"),
+    _schema(_RFC1035.pattern, 40)]
+
 MaintenanceExclusionName = Annotated[str, _name(
     _RFC1035, 63, "lowercase letters, digits and hyphens, at most 63 characters"),
     _schema(_RFC1035.pattern, 63)]

@@ -91,10 +91,24 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
     from jobs.cli.health_view import health_status_rows
     from jobs.contract.health import health_from_log
     rows += health_status_rows(health_from_log(log))       # the gate's result line in the job log
+    rows += gpu_rows(runs, target, attempt, log)
     for key, value in rows:
         print(f"{key:<12}{value}", file=out)
     out.flush()
     return runs.exit_code_for(attempt, show_tail=False)
+
+def gpu_rows(runs: Runs, target: Target, attempt: Attempt, log: str) -> list[tuple[str, str]]:
+    """GPU workers up / requested / releasing, and where the GPUs came from (jobs/cli/gpu_status.py)."""
+    from jobs.cli.gpu_status import gpu_nodes, gpu_worker_rows
+
+    try:
+        nodes = gpu_nodes(runs.cluster_nodes())
+    except Exception as exc:     # an older dashboard, a refused call: the row says so
+        return [("GPU workers", f"unknown (the dashboard's node list: {type(exc).__name__})")]
+    stack = getattr(target, "stack", None)
+    capacity = getattr(stack, "gpu_capacity", None)
+    return gpu_worker_rows(nodes, log, attempt.live, capacity)
+
 
 def describe_restarts(records: list[dict]) -> str:
     """`1 (lost_worker, exit 1, last checkpoint step 40)` from the driver's RESTART records."""

@@ -44,7 +44,7 @@ from typing import Any, TextIO
 from jobs.cli.training_logs import ProgressTracker
 from jobs.contract.credentials import looks_like_secret_name, redact, secret_value_kind
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.records import GPU_WAIT_TIMEOUT_MARKER
+from jobs.contract.records import GPU_GANG_INFEASIBLE_MARKER, GPU_WAIT_TIMEOUT_MARKER
 from jobs.contract.run_plan import RUN_COMMAND, submission_metadata
 from jobs.contract.spec import GrpoSpec
 
@@ -337,6 +337,16 @@ class Runs:
     def logs(self, submission_id: str) -> str:
         return self._call("job logs", "get_job_logs", submission_id) or ""
 
+    def cluster_nodes(self) -> Any:
+        """The dashboard's state API node list (``GET /api/v0/nodes?detail=1``), as JSON."""
+        client = self.client
+
+        def get():
+            response = client._do_request("GET", "/api/v0/nodes?detail=1&limit=10000")
+            response.raise_for_status()
+            return response.json()
+        return self._with_retries("cluster nodes", get)
+
     def restarts(self, submission_id: str) -> list[dict]:
         """The driver's trainer restarts in this attempt, read back from its Ray job log."""
         from jobs.contract.records import restarts_from_log
@@ -554,6 +564,11 @@ class Runs:
                   "the GPU nodes have joined; the next attempt resumes from the checkpoints.",
                   file=self.err, flush=True)
             return ExitCode.GPU_WAIT_TIMEOUT
+        if GPU_GANG_INFEASIBLE_MARKER in tail:
+            print("[jobs] the Ray autoscaler can never provide this run's GPU nodes (exit 17): "
+                  "the deployed GPU worker group holds fewer (gke-grpo:gpu.nodes); deploy the "
+                  "stack this run needs.", file=self.err, flush=True)
+            return ExitCode.GPU_GANG_INFEASIBLE
         return ExitCode.FAILED
 
     def log_tail(self, submission_id: str, lines: int = LOG_TAIL_LINES) -> str:

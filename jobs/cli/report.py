@@ -358,6 +358,12 @@ def build_report(inputs: ReportInputs) -> Report:
                               "-" if r.last_checkpoint_step is None else r.last_checkpoint_step)
                              for r in inputs.timeline.restarts],
                             ("restart at", "attempt", "start", "reason", "exit code", "resumed from step")))
+    placements = [e for e in inputs.timeline.events if e.event == "trainer_start" and "gpu_nodes" in e.extra]
+    if placements:
+        from jobs.cli.gpu_status import placement_text
+        parts.append(_table([(_fmt_time(e.time), e.attempt, e.start, placement_text(e.extra))
+                             for e in placements],
+                            ("trainer start", "attempt", "start", "GPU nodes and their capacity source")))
     parts.append("<h2>Goodput</h2>")
     if "goodput" in by_name:
         parts.append(_figure_html(by_name["goodput"]))
@@ -422,7 +428,14 @@ def _cost_html(inputs: ReportInputs) -> str:
         cur = c.currency
         rows.append(("node-hours used", f"{c.node_hours:.2f} ({c.nodes} nodes)",
                      "GPU nodes held from GPUs ready to each attempt's end"))
-        rows.append(("rate", f"{_money(c.rate.per_node_hour, cur)} per node-hour", c.rate.basis))
+        if len(c.by_source) > 1:
+            from jobs.contract.capacity import describe_source
+            for source, hours in sorted(c.by_source.items()):
+                rate = c.rates[source]
+                rows.append((f"rate: {describe_source(source)}", f"{_money(rate.per_node_hour, cur)} "
+                             f"per node-hour x {hours:.2f} node-hours", rate.basis))
+        else:
+            rows.append(("rate", f"{_money(c.rate.per_node_hour, cur)} per node-hour", c.rate.basis))
         rows.append(("cost so far", _money(c.so_far, cur),
                      "committed capacity the run occupied (reservation)" if c.committed else "incremental"))
         if c.to_finish is not None:
@@ -493,9 +506,13 @@ def collect_inputs(run_dir: str | Path, run_id: str | None = None, *, framework:
             goodput.notes.append(f"no price for machine type {cost_basis.machine_type} in data/prices.yaml")
         else:
             training = [r for r in metrics.merged() if r.is_training]
-            cost = run_cost(timeline, nodes=cost_basis.nodes, rate=hourly_rate(machine, cost_basis.provisioning_model),
+            from jobs.contract.capacity import provisioning_model_of
+
+            model = cost_basis.provisioning_model
+            cost = run_cost(timeline, nodes=cost_basis.nodes, rate=hourly_rate(machine, model),
                             currency=table.currency, prices_as_of=table.as_of,
-                            provisioning_model=cost_basis.provisioning_model, now=now,
+                            provisioning_model=model, now=now,
+                            rate_of=lambda source: hourly_rate(machine, provisioning_model_of(source, model)),
                             steps_done=training[-1].step if training else (0 if planned else None),
                             steps_planned=planned,
                             step_seconds=median_step_seconds([r.get("step_time") or 0 for r in training]),
@@ -519,9 +536,12 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
             rows.append(("validation", ", ".join(f"step {r.step}: {r.get('val_reward'):.4f}"
                                                  for r in (val[:1] + val[-1:] if len(val) > 1 else val))))
     if not inputs.timeline.empty:
+        from jobs.cli.gpu_status import start_sources_rows
+
         rows.append(("goodput", inputs.goodput.describe()))
         starts = inputs.timeline.trainer_starts()
         rows.append(("starts", f"{len(starts)} trainer start(s), {len(inputs.timeline.restarts)} restart(s)"))
+        rows += start_sources_rows(inputs.timeline)
     if inputs.eval_results:
         from jobs.cli.eval_results import eval_status_rows
 

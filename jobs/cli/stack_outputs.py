@@ -62,6 +62,7 @@ class StackTarget:
     checkpoint_dir: str | None       # runCheckpointDir
     spec: GrpoSpec | None            # runSpec
     cost_estimate: dict | None = None    # costEstimate
+    gpu_capacity: dict | None = None     # gpuCapacity: sources, rates, idle timeout
     kubeconfig: str | None = field(default=None, repr=False)   # secret: never printed
 
     @property
@@ -111,6 +112,8 @@ def target_from_outputs(outputs: dict[str, Any], *, stack: str | None, source: s
                        run_id=optional("runId"), submission_id=optional("submissionId"),
                        checkpoint_dir=optional("runCheckpointDir"), spec=spec,
                        cost_estimate=cost if isinstance(cost, dict) else None,
+                       gpu_capacity=outputs.get("gpuCapacity")
+                       if isinstance(outputs.get("gpuCapacity"), dict) else None,
                        kubeconfig=kubeconfig)
 
 

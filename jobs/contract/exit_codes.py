@@ -27,6 +27,7 @@ class ExitCode(enum.IntEnum):
     PREPARE_FAILED = 13          # data or model staging failed
     TRAINER_NOT_FOUND = 15       # the trainer command or its working directory does not exist
     NOT_WRITABLE = 16            # the checkpoint or run directory cannot be written
+    GPU_GANG_INFEASIBLE = 17     # the autoscaler can never provide the run's GPU nodes
     HANGUP = 129                 # SIGHUP (CLI)
     INTERRUPTED = 130            # Ctrl-C (CLI)
     TERMINATED = 143             # SIGTERM: `ray job stop`, the RayJob deleted (driver, CLI)
@@ -55,6 +56,7 @@ USED_BY: dict[ExitCode, tuple[str, ...]] = {
     ExitCode.PREPARE_FAILED: (DRIVER,),
     ExitCode.TRAINER_NOT_FOUND: (DRIVER,),
     ExitCode.NOT_WRITABLE: (DRIVER,),
+    ExitCode.GPU_GANG_INFEASIBLE: (DRIVER, GPU_WAIT, CLI),
     ExitCode.HANGUP: (CLI,),
     ExitCode.INTERRUPTED: (CLI,),
     ExitCode.TERMINATED: (DRIVER, CLI),

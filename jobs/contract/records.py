@@ -93,6 +93,7 @@ DRIVER_LOG_PREFIX = "[jobs.run]"
 RESTART_MARKER = f"{DRIVER_LOG_PREFIX} RESTART "
 GPU_WAIT_LOG_PREFIX = "[wait_for_gpus]"
 GPU_WAIT_TIMEOUT_MARKER = f"{GPU_WAIT_LOG_PREFIX} TIMEOUT"
+GPU_GANG_INFEASIBLE_MARKER = f"{GPU_WAIT_LOG_PREFIX} INFEASIBLE"
 
 
 # Record times are Unix seconds (time.time() on the head). Outside 1970..2100 a "time" is no

@@ -5,8 +5,11 @@
 Stages, in order (the plan: jobs/contract/run_plan.py):
   1. prepare   stage the dataset and the model on /data (CPU, on the head; idempotent), BEFORE
                the GPU wait, so the GPUs never idle while a model downloads;
-  2. GPU wait  until the run's GPUs are available (bounded by the plan's gpu_wait_seconds;
-               jobs/head/gpu_wait.py);
+  2. GPU wait  the whole gang of GPU nodes is asked of the Ray autoscaler and held until the
+               driver ends, whatever the reason (jobs/head/gpu_gang.py); then wait until the
+               run's GPUs are available on separate nodes (bounded by the plan's
+               gpu_wait_seconds; jobs/head/gpu_wait.py); each trainer start records the nodes
+               and their capacity sources;
   3. [health]  the fabric/storage gate, when the plan has one (jobs/head/fabric_gate.py);
   4. [prune]   verl checkpoint pruning, when the plan asks (jobs/head/checkpoints.py);
   5. trainer   the framework's command as a child process (no shell), resuming from the run's
@@ -56,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from jobs.contract.capacity import PLACEMENT_FILE
 from jobs.contract.exit_codes import ExitCode
 from jobs.contract.health import GateResult
 from jobs.contract.records import DRIVER_LOG_PREFIX, RESTART_MARKER, TENSORBOARD_ENV, tensorboard_dir
@@ -88,12 +92,26 @@ class Hooks(Protocol):
 
 
 class DefaultHooks:
+    def hold_gpus(self, plan: RunPlan):
+        """Ask for the whole gang and hold it (a child process; jobs/head/gpu_gang.py); the
+        returned holder's release() clears the request."""
+        from jobs.head.gpu_gang import GangHolder
+        return GangHolder.start(math.ceil(plan.gpus / plan.gpus_per_node), plan.gpus_per_node)
+
     def wait_for_gpus(self, plan: RunPlan, timeout: float) -> int:
         argv = [sys.executable, "-m", "jobs.head.gpu_wait", "--gpus", str(plan.gpus),
                 "--gpus-per-node", str(plan.gpus_per_node),
                 "--timeout-seconds", str(max(timeout, 1.0)),
-                "--poll-seconds", str(plan.gpu_poll_seconds)]
+                "--poll-seconds", str(plan.gpu_poll_seconds), "--check-gang",
+                "--placement-file", str(Path(plan.run_dir) / PLACEMENT_FILE)]
         return subprocess.run(argv).returncode
+
+    def gpu_placement(self, plan: RunPlan) -> dict:
+        """The nodes and capacity sources the last GPU wait found ({} if unknown)."""
+        try:
+            return json.loads((Path(plan.run_dir) / PLACEMENT_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
 
     def fabric_gate(self, plan_health, nodes, gpus_per_node, run_dir):
         from jobs.head.fabric_gate import fabric_gate
@@ -131,6 +149,7 @@ class Driver:
         self.attempt_saw_step = False
         self.stop_requested = threading.Event()
         self._not_found = ""
+        self._gang = None      # the held GPU gang request (jobs/head/gpu_gang.py GangHolder)
 
     def say(self, text: str) -> None:
         print(f"{PREFIX} {text}", file=self.out, flush=True)
@@ -145,10 +164,18 @@ class Driver:
         at = self.deadline_at()
         return math.inf if at is None else at - self.clock()
 
+    def release_gpus(self) -> dict:
+        """Clear the gang request (idempotent): the GPU workers idle out after the run. What
+        driver_end records of it ({} when no gang was held)."""
+        gang, self._gang = self._gang, None
+        return {} if gang is None else {"gpu_release_exit_code": gang.release()}
+
     def end(self, code: ExitCode, message: str) -> int:
+        released = self.release_gpus()
         self.say(f"{'done' if code == ExitCode.OK else 'FAILED'} (exit {int(code)} "
                  f"{code.name}): {message}")
-        self.records.event("driver_end", self.start, exit_code=int(code), message=message)
+        self.records.event("driver_end", self.start, exit_code=int(code), message=message,
+                           **released)
         return int(code)
 
     # -- stages ------------------------------------------------------------------------------
@@ -235,10 +262,23 @@ class Driver:
     def _gpus_and_gates(self) -> int | None:
         plan = self.plan
         timeout = min(plan.gpu_wait_seconds, self.remaining())
+        hold = getattr(self.hooks, "hold_gpus", None)
+        if self._gang is None and hold is not None:
+            try:
+                self._gang = hold(plan)
+            except OSError as exc:    # the holder could not start: wait for what is there
+                self.say(f"cannot ask the autoscaler for the GPU gang: {exc.strerror or exc}")
+            else:
+                self.records.event("gpu_request", self.start, gpus=plan.gpus,
+                                   gpus_per_node=plan.gpus_per_node)
         self.records.event("gpu_wait_start", self.start, gpus=plan.gpus)
         code = self.hooks.wait_for_gpus(plan, timeout)
         self.records.event("gpu_wait_end", self.start, exit_code=code)
         if code != 0:
+            if code == ExitCode.GPU_GANG_INFEASIBLE:
+                return self.end(ExitCode.GPU_GANG_INFEASIBLE, "the Ray autoscaler can never "
+                                f"provide the run's {plan.gpus} GPUs ({plan.gpus_per_node} per "
+                                "node): see the GPU wait's lines above")
             if self.remaining() <= 0:
                 return self.end(ExitCode.DEADLINE, "the run's time budget ran out while "
                                 "waiting for the GPUs")
@@ -312,7 +352,9 @@ class Driver:
             return None
         if self.first_trainer_start is None:
             self.first_trainer_start = self.clock()
-        self.records.event("trainer_start", self.start, argv0=trainer.argv[0])
+        placement = getattr(self.hooks, "gpu_placement", None)
+        self.records.event("trainer_start", self.start, argv0=trainer.argv[0],
+                           **(placement(self.plan) if placement is not None else {}))
         try:
             proc = subprocess.Popen(list(trainer.argv), cwd=trainer.cwd, env=self._trainer_env(),
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -446,6 +488,11 @@ def main(argv: Sequence[str] | None = None, *, hooks: Hooks | None = None) -> in
         print(f"{PREFIX} FAILED (exit {int(ExitCode.NOT_WRITABLE)} NOT_WRITABLE): "
               f"{exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}", flush=True)
         return int(ExitCode.NOT_WRITABLE)
+    finally:
+        # Whatever ended the run: no GPU stays requested (the holder also clears it when this
+        # process dies without getting here: jobs/head/gpu_gang.py).
+        with contextlib.suppress(OSError):
+            driver.release_gpus()
 
 
 if __name__ == "__main__":

@@ -126,7 +126,7 @@ def complete_steps(checkpoint_dir: Path, framework: str) -> list[int]:
 
 
 @dataclass(frozen=True)
-class Source:
+class ExportSource:
     """Where one step's Hugging Face files come from."""
     kind: str                                   # "copy" | "convert"
     description: str
@@ -151,18 +151,18 @@ def _weight_bytes(paths: list[Path]) -> int:
 
 
 def find_source(checkpoint_dir: Path, framework: str, step: int, target: Path,
-                nemo_rl_workdir: str) -> Source:
+                nemo_rl_workdir: str) -> ExportSource:
     root = str(checkpoint_dir)
     if framework == "verl":
         hf = Path(conv.verl_hf_dir(root, step))
         if _has_weights(hf):
-            return Source("copy", f"{hf} (written by the trainer: save_contents hf_model)",
+            return ExportSource("copy", f"{hf} (written by the trainer: save_contents hf_model)",
                           files=_files_of(hf))
         actor = Path(conv.verl_actor_dir(root, step))
         shards = sorted(actor.glob("model_world_size_*_rank_*.pt"))
         if (actor / "fsdp_config.json").is_file() and shards:
             memory = int(_weight_bytes(shards) * CONVERTER_MEMORY_FACTOR) + CONVERTER_MEMORY_EXTRA
-            return Source("convert", f"{actor} (verl model merger: no hf_model in this checkpoint)",
+            return ExportSource("convert", f"{actor} (verl model merger: no hf_model in this checkpoint)",
                           argv=conv.verl_merger_argv(root, step, str(target)), memory_bytes=memory)
         raise ExportError(f"step {step} in {checkpoint_dir} has neither Hugging Face weights "
                           f"({hf}) nor FSDP shards with fsdp_config.json ({actor}): not a "
@@ -173,13 +173,13 @@ def find_source(checkpoint_dir: Path, framework: str, step: int, target: Path,
         files = _files_of(consolidated)
         if tokenizer.is_dir():
             files.update(_files_of(tokenizer))
-        return Source("copy", f"{consolidated} + {tokenizer} (written by the trainer: "
+        return ExportSource("copy", f"{consolidated} + {tokenizer} (written by the trainer: "
                       "checkpointing.save_consolidated)", files=files)
     weights = Path(conv.nemo_rl_step_dir(root, step), *conv.NEMO_RL_DCP_WEIGHTS)
     if (weights / conv.NEMO_RL_DCP_METADATA).is_file():
         memory = int(_weight_bytes(sorted(weights.glob("*.distcp"))) * CONVERTER_MEMORY_FACTOR) \
             + CONVERTER_MEMORY_EXTRA
-        return Source("convert", f"{weights} (NeMo RL convert_dcp_to_hf.py: a DCP checkpoint)",
+        return ExportSource("convert", f"{weights} (NeMo RL convert_dcp_to_hf.py: a DCP checkpoint)",
                       argv=conv.nemo_rl_converter_argv(root, step, str(target / "converted")),
                       cwd=nemo_rl_workdir, memory_bytes=memory, tokenizer_dir=tokenizer)
     raise ExportError(
@@ -191,7 +191,7 @@ def find_source(checkpoint_dir: Path, framework: str, step: int, target: Path,
 
 # ---- writing -----------------------------------------------------------------------------------
 
-def _say(text: str, out=None) -> None:
+def _progress(text: str, out=None) -> None:
     print(f"{LOG_PREFIX} {text}", file=out or sys.stdout, flush=True)
 
 
@@ -219,8 +219,8 @@ def run_on_cluster(argv: Sequence[str], cwd: str | None, memory_bytes: int) -> i
     return int(ray.get(task.remote(list(argv), cwd)))
 
 
-def _convert(source: Source, partial: Path, runner: Runner, out) -> None:
-    _say(f"converting with `{' '.join(source.argv[:4])} ...` (asks Ray for "
+def _convert(source: ExportSource, partial: Path, runner: Runner, out) -> None:
+    _progress(f"converting with `{' '.join(source.argv[:4])} ...` (asks Ray for "
          f"{source.memory_bytes / 2**30:.0f} GiB of memory)", out)
     code = runner(source.argv, source.cwd, source.memory_bytes)
     if code != 0:
@@ -241,7 +241,7 @@ def _convert(source: Source, partial: Path, runner: Runner, out) -> None:
                 _copy_file(path, partial / name)
 
 
-def write_export(source: Source, target: Path, *, run_id: str, step: int, framework: str,
+def write_export(source: ExportSource, target: Path, *, run_id: str, step: int, framework: str,
                  runner: Runner = run_on_cluster, out=None) -> dict:
     """Write one export: a hidden partial directory, renamed into place, marker last."""
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
@@ -254,7 +254,7 @@ def write_export(source: Source, target: Path, *, run_id: str, step: int, framew
                 _copy_file(path, partial / name)
         else:
             # The converter writes into the partial directory itself.
-            source = Source(source.kind, source.description,
+            source = ExportSource(source.kind, source.description,
                             argv=tuple(str(partial) if a == str(target) else
                                        a.replace(str(target) + "/", str(partial) + "/")
                                        for a in source.argv),
@@ -375,16 +375,16 @@ def export_run(request: ExportRequest, *, runner: Runner = run_on_cluster, out=N
         target = export_dir(request.run_id, step, request.exports_root)
         state = export_state(target)
         if state.complete and state.marker is not None:
-            _say(f"step {step}: {target} is already complete, skipped", out)
+            _progress(f"step {step}: {target} is already complete, skipped", out)
             markers.append(state.marker)
             continue
         if target.exists():
-            _say(f"step {step}: {state.reason}: replacing it", out)
+            _progress(f"step {step}: {state.reason}: replacing it", out)
         source = find_source(checkpoints, framework, step, target, request.nemo_rl_workdir)
-        _say(f"step {step}: exporting {source.description} -> {target}", out)
+        _progress(f"step {step}: exporting {source.description} -> {target}", out)
         marker = write_export(source, target, run_id=request.run_id, step=step,
                               framework=framework, runner=runner, out=out)
-        _say(f"step {step}: ready: {target} ({marker['bytes'] / 1e9:.2f} GB, "
+        _progress(f"step {step}: ready: {target} ({marker['bytes'] / 1e9:.2f} GB, "
              f"{len(marker['files'])} files, {marker['seconds']:.0f}s)", out)
         markers.append(marker)
     newest = max(markers, key=lambda m: m["step"])
@@ -400,7 +400,7 @@ def export_run(request: ExportRequest, *, runner: Runner = run_on_cluster, out=N
             text = str(exc).replace(token, "[HF_TOKEN]") if token else str(exc)
             raise RuntimeError(f"upload to {request.hub_repo} failed: {type(exc).__name__}: "
                                f"{redact(text)[:500]}") from None
-        _say(f"step {newest['step']}: uploaded to {url}", out)
+        _progress(f"step {newest['step']}: uploaded to {url}", out)
     for marker in markers:
         line = {k: marker[k] for k in ("run_id", "step", "framework", "method", "bytes")}
         line["path"] = str(export_dir(request.run_id, marker["step"], request.exports_root))

@@ -109,7 +109,8 @@ def test_reservation_pool(prod_preview):
                                            "key": "compute.googleapis.com/reservation-name",
                                            "values": ["grpo-b200-reservation"]}
     assert node["spot"] is False and "flexStart" not in node
-    assert pool["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
+    # A reservation's pool holds its nodes: billed either way (docs/gpu-capacity.md).
+    assert pool["autoscaling"] == {"totalMinNodeCount": 4, "totalMaxNodeCount": 4, "locationPolicy": "ANY"}
     assert pool["initialNodeCount"] == 4
     assert pool["nodeLocations"] == ["us-central1-b"]
     assert pool["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}

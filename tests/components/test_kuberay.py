@@ -132,11 +132,86 @@ def test_worker_mounts_host_libraries_read_only_and_shm(stack_preview):
 
 # ---- placement and sizing ---------------------------------------------------------------------------
 
-def test_worker_group_replicas_are_the_gpu_node_count(stack_preview):
+def test_gpu_workers_scale_from_zero_to_the_runs_nodes_under_the_ray_autoscaler(stack_preview):
     config = _config(stack_preview.stack)
-    group = _ray_cluster(stack_preview).inputs["spec"]["workerGroupSpecs"][0]
-    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == config.gpu.nodes
+    ray_cluster = _ray_cluster(stack_preview)
+    spec = ray_cluster.inputs["spec"]
+    [group] = spec["workerGroupSpecs"]
+    assert (group["minReplicas"], group["maxReplicas"]) == (0, config.gpu.nodes)
+    # The autoscaler owns replicas: the program never sends it (Server-Side Apply leaves the
+    # field to the autoscaler), and does not list it in ignore_changes either (Pulumi would
+    # re-send the old state's value, replicas = nodes, on every update of an upgraded stack).
+    assert "replicas" not in group and "scaleStrategy" not in group
+    assert not any("replicas" in path for path in ray_cluster.ignore_changes)
+    # What the autoscaler plans with comes from rayStartParams (Ray 2.54 kuberay/
+    # autoscaling_config.py), with the node's capacity labels.
     assert group["rayStartParams"]["num-gpus"] == "8"
+    assert int(group["rayStartParams"]["num-cpus"]) >= 1
+    assert group["rayStartParams"]["labels-file"] == "/tmp/ray/gke-grpo-node-labels.yaml"
+    assert spec["enableInTreeAutoscaling"] is True
+    options = spec["autoscalerOptions"]
+    assert (options["version"], options["idleTimeoutSeconds"], options["upscalingMode"]) == ("v2", 60, "Default")
+    assert options["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    # The head runs no monitor of its own (KubeRay sets no-monitor) and its CPUs stay for the
+    # driver's CPU work; it advertises no GPU, so GPU demand goes to the group.
+    assert spec["headGroupSpec"]["rayStartParams"]["num-gpus"] == "0"
+    # v2 wants restartPolicy Never or unset: the workers say Never (a failed worker pod is
+    # replaced, never restarted in place), the head leaves it to KubeRay.
+    assert group["template"]["spec"]["restartPolicy"] == "Never"
+    assert "restartPolicy" not in spec["headGroupSpec"]["template"]["spec"]
+
+
+def test_gpu_workers_tell_ray_their_nodes_capacity_source(stack_preview):
+    spec = _ray_cluster(stack_preview).inputs["spec"]
+    pod = spec["workerGroupSpecs"][0]["template"]["spec"]
+    init = {c["name"]: c for c in pod["initContainers"]}["node-labels"]
+    assert init["command"][:2] == ["python3", "-c"]
+    assert init["command"][-1] == "/tmp/ray/gke-grpo-node-labels.yaml"
+    assert init["env"] == [{"name": "GKE_GRPO_NODE_NAME",
+                            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert {m["mountPath"] for m in init["volumeMounts"]} == {"/tmp/ray"}
+    # Read-only RBAC: get one node; bound to the Ray pods' service account.
+    [role] = [r for r in stack_preview.resources if r.type == "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"]
+    assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    [binding] = [r for r in stack_preview.resources
+                 if r.type == "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"]
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"],
+                                           "namespace": "grpo"}]
+    config = _config(stack_preview.stack)
+    for obj in (role, binding):
+        validate_strict({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": obj.inputs["kind"],
+                         **{k: v for k, v in obj.inputs.items() if k not in ("apiVersion", "kind")}},
+                        config.kubernetes_minor)
+    ray_cluster = _ray_cluster(stack_preview)
+    assert role.urn in ray_cluster.dependencies and binding.urn in ray_cluster.dependencies
+
+
+def test_the_ray_pods_service_account_exists_before_the_ray_cluster(stack_preview):
+    """KubeRay's reconcile fails on a head serviceAccountName that does not exist (v1.7.0
+    raycluster_controller.go): the program creates it, and the RayCluster waits for it."""
+    ray_cluster = _ray_cluster(stack_preview)
+    name = ray_cluster.inputs["spec"]["headGroupSpec"]["template"]["spec"]["serviceAccountName"]
+    [account] = [r for r in stack_preview.resources if r.type == "kubernetes:core/v1:ServiceAccount"
+                 and r.inputs["metadata"]["name"] == name]
+    assert account.urn in ray_cluster.dependencies
+
+
+def test_addon_stacks_say_in_tree_autoscaling_is_unconfirmed(caplog):
+    """No Google statement either way was found for the GKE Ray addon: its previews say so; the
+    Helm operator (KubeRay 1.7.0) needs no such warning."""
+    import logging
+
+    from components.kuberay import ADDON_AUTOSCALING_MESSAGE
+
+    seen = {}
+    for stack in ("dev", "prod"):       # dev: the addon; prod: Helm
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="gke-grpo.preview"):
+            assert preview_with(stack).error is None
+        seen[stack] = [r.getMessage() for r in caplog.records]
+    assert any(ADDON_AUTOSCALING_MESSAGE in m for m in seen["dev"])
+    assert not any(ADDON_AUTOSCALING_MESSAGE in m for m in seen["prod"])
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -517,7 +592,7 @@ def test_kuberay_is_built_from_its_own_args_alone():
     assert (cluster["metadata"]["name"], cluster["metadata"]["namespace"]) == ("unit-ray", "unit-ns")
     spec = cluster["spec"]
     group = spec["workerGroupSpecs"][0]
-    assert group["replicas"] == 2 and group["rayStartParams"]["num-cpus"] == "100"
+    assert group["maxReplicas"] == 2 and group["rayStartParams"]["num-cpus"] == "100"
     worker = group["template"]["spec"]["containers"][0]
     assert worker["resources"]["limits"] == {"cpu": "100", "memory": "1000Gi", "nvidia.com/gpu": "8"}
     annotations = group["template"]["metadata"]["annotations"]

@@ -184,8 +184,10 @@ def test_a_stated_worker_size_above_the_autopilot_maximum_is_refused(monkeypatch
 
 
 def test_autopilot_head_ephemeral_storage_above_the_pod_maximum_is_refused():
-    result = preview_with("dev", {P + "kuberay.head.ephemeralStorageGib": 8})
-    # 8 + the head sidecar's 4 GiB > Autopilot's 10 GiB for a pod without local SSD.
+    result = preview_with("dev", {P + "kuberay.head.ephemeralStorageGib": 6})
+    # 6 + the gcsfuse sidecar's 4 GiB + the Ray autoscaler's 1 GiB > Autopilot's 10 GiB for a
+    # pod without local SSD.
     assert {p.key for p in result.problems} == {P + "kuberay.head.ephemeralStorageGib"}
-    assert preview_with("dev", {P + "kuberay.head.ephemeralStorageGib": 6}).error is None
+    assert "the Ray autoscaler 1" in result.error
+    assert preview_with("dev", {P + "kuberay.head.ephemeralStorageGib": 5}).error is None
     assert preview_with("prod", {P + "kuberay.head.ephemeralStorageGib": 120}).error is None

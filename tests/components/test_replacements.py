@@ -36,6 +36,12 @@ VARIANTS = {
     "prod-flex-compact": ("prod", {P + "gpu.provisioningModel": "flex-start", P + "gpu.reservation": DELETE,
                                    P + "gpu.maxRunDurationSeconds": 3600, P + "gpu.compactPlacement": True}),
     "dev-lustre": ("dev", {P + "storage": {"kind": "lustre"}}),
+    "prod-waterfall": ("prod", {P + "gpu.reservation": DELETE, P + "gpu.provisioningModel": DELETE,
+                                P + "gpu.capacity": [
+                                    {"kind": "reservation", "name": "grpo-b200-reservation",
+                                     "nodePool": "a4-highgpu-8g-pool"},
+                                    {"kind": "flexStart", "maxRunDurationSeconds": 86400},
+                                    {"kind": "spot"}]}),
 }
 
 
@@ -91,6 +97,21 @@ def test_the_identity_is_what_the_components_register(variant):
                                                        for f in entry["fields"]), (reg.name, field)
                 continue
             assert field in entry["fields"], f"{reg.name} sets ForceNew {field} without it in the identity"
+
+
+def test_the_waterfall_has_one_identity_per_pool():
+    identity = _previews()["prod-waterfall"].outputs[IDENTITY_OUTPUT]["resources"]
+    pools = {key: entry["fields"]["name"] for key, entry in identity.items() if key.startswith("gpu-pool")}
+    assert pools == {"gpu-pool": "a4-highgpu-8g-pool", "gpu-pool-a4-highgpu-8g-flex": "a4-highgpu-8g-flex",
+                     "gpu-pool-a4-highgpu-8g-spot": "a4-highgpu-8g-spot"}
+
+
+def test_adding_sources_beside_the_kept_pool_replaces_nothing():
+    """components/config/capacity.py: a pool's name comes from its source alone, and nodePool keeps
+    a provisioningModel config's pool, so turning prod into a waterfall adds pools and replaces none."""
+    before = _previews()["prod"].outputs[IDENTITY_OUTPUT]
+    after = _previews()["prod-waterfall"].outputs[IDENTITY_OUTPUT]
+    assert [r for r in compare(before, after) if not r.removed] == []
 
 
 def test_an_unchanged_config_replaces_nothing():

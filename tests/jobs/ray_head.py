@@ -28,6 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NS_ENV = "GKE_GRPO_RAY_TEST_NAMESPACE"
+# The PATH the session started with: the inner runs start from a background thread, possibly
+# while a test of the main process has monkeypatched PATH (tests/jobs/cli/test_stack_outputs.py
+# empties it to hide `pulumi`), and `unshare`, `ip` and `mount` must still be found.
+SESSION_PATH = os.environ.get("PATH", "")
 DASHBOARD = "http://127.0.0.1:8265"
 GCS = "127.0.0.1:6379"
 FAKE_GPUS = 2
@@ -63,7 +67,8 @@ def namespace_command(pytest_args: list[str]) -> list[str]:
     ])
     # --kill-child: when unshare itself is killed (a bound passed, the session interrupted), the
     # kernel kills PID 1 of the namespace, and with it everything inside.
-    return ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", inner]
+    unshare = shutil.which("unshare", path=SESSION_PATH) or "unshare"
+    return [unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", inner]
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ def _run(inner: InnerRun, running: list[subprocess.Popen]) -> tuple[int, str, st
 
     cmd = namespace_command(["-q", "-p", "no:cacheprovider", "-rfE", *inner.pytest_args,
                              str(Path(inner.test_file).resolve().relative_to(ROOT))])
-    env = dict(os.environ, **{NS_ENV: "1"})
+    env = dict(os.environ, **{NS_ENV: "1"}, PATH=SESSION_PATH)
     env.pop("RAY_ADDRESS", None)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -12,6 +12,7 @@ from components.config.types import (
     GpuNodes,
     MaxGpuNodes,
     MinGpuNodes,
+    NodePoolName,
     ProjectId,
     ReservationBlock,
     ReservationName,
@@ -28,13 +29,52 @@ class Reservation(_Area):
         json_schema_extra={"defaultText": "this project"},
     )
 
+class CapacitySource(_Area):
+    """One source of GPU nodes in ``gpu.capacity``, tried in list order."""
+
+    # Checked by the rules rather than typed as an enumeration, so "onDemand" gets a message that
+    # explains why these machines cannot have it.
+    kind: str = Field(description="`reservation`, `flexStart` or `spot`")
+    name: ReservationName | None = Field(
+        None, description="reservation only: the reservation's name",
+        json_schema_extra={"defaultText": "required with `reservation`"})
+    block: ReservationBlock | None = Field(
+        None, description="reservation only: one block of the reservation (Standard only)")
+    project: ProjectId | None = Field(
+        None, description="reservation only: owner of a shared reservation (Standard only)",
+        json_schema_extra={"defaultText": "this project"})
+    # Bounds checked by the rules (components/config/gpu_rules.py), not the type: a refused type
+    # would drop the whole list and hide the other sources' problems.
+    max_run_duration_seconds: int | None = Field(
+        None, description="flexStart only: the longest a node lives, 600 to 604800 (7 days; "
+        "Standard only)", json_schema_extra={"defaultText": "GKE's default, 7 days",
+                                             "minimum": 600, "maximum": 604800})
+    max_nodes: MaxGpuNodes | None = Field(
+        None, description="Standard only: the most nodes this source's node pool may have (a "
+        "reservation's pool is held at this size)",
+        json_schema_extra={"defaultText": "`gpu.maxNodes`; a reservation: `gpu.nodes`"})
+    node_pool: NodePoolName | None = Field(
+        None, description="Standard only: this source's GKE node pool name; `<machine>-pool` "
+        "keeps the pool of a former `provisioningModel` config",
+        json_schema_extra={"defaultText": "derived from the source: `<machine>-spot`, "
+                           "`<machine>-flex`, `<machine>-res-<name>`"})
+
+
 class GpuConfig(_Area):
     type: Literal["nvidia-b200", "nvidia-h200-141gb"] = Field(
         description="`nvidia-b200` or `nvidia-h200-141gb`",
     )
     # Checked by _check_gpu rather than typed as an enumeration, so "on-demand" gets a
     # message that explains why these machines cannot have it.
-    provisioning_model: str = Field(description="`reservation`, `spot` or `flex-start`")
+    provisioning_model: str | None = Field(
+        None, description="`reservation`, `spot` or `flex-start`: the one capacity source (or "
+        "give `capacity` instead)", json_schema_extra={"defaultText": "required without `capacity`"})
+    capacity: tuple[CapacitySource, ...] | None = Field(
+        None, description="capacity sources in order of preference (a GKE ComputeClass tries "
+        "them in this order): each `{kind: reservation, name, block?, project?}`, "
+        "`{kind: flexStart, maxRunDurationSeconds?}` or `{kind: spot}`, plus `maxNodes?`, `nodePool?`; "
+        "instead of `provisioningModel` (docs/gpu-capacity.md)",
+        json_schema_extra={"defaultText": "the one source of `provisioningModel`"})
     nodes: GpuNodes = Field(description="GPU nodes the run uses (≥ 1): the one owner of the node count")
     machine_type: str | None = Field(
         None,
@@ -43,8 +83,10 @@ class GpuConfig(_Area):
     )
     min_nodes: MinGpuNodes | None = Field(
         None,
-        description="Standard only; ≤ `nodes`; 0 with flex-start",
-        json_schema_extra={"defaultText": "0"},
+        description="Standard only, with `provisioningModel`: the pool's minimum; ≤ `nodes`; 0 "
+        "with flex-start",
+        json_schema_extra={"defaultText": "`nodes` with a reservation (held: it is paid for "
+                           "anyway), else 0"},
     )
     max_nodes: MaxGpuNodes | None = Field(
         None,

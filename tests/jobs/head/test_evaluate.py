@@ -36,13 +36,13 @@ def staged(tmp_path: Path, framework: str) -> Path:
 
 
 def complete_export(tmp_path: Path, step: int) -> Path:
-    from jobs.head.export import Source, write_export
+    from jobs.head.export import ExportSource, write_export
 
     source_dir = tmp_path / "hf" / str(step)
     hf_files(source_dir)
     files = {p.name: p for p in source_dir.iterdir()}
     target = export_dir(RUN, step, tmp_path / "exports")
-    write_export(Source("copy", str(source_dir), files=files), target, run_id=RUN, step=step,
+    write_export(ExportSource("copy", str(source_dir), files=files), target, run_id=RUN, step=step,
                  framework="verl")
     return target
 
