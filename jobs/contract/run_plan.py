@@ -43,6 +43,14 @@ DEFAULT_STOP_GRACE_SECONDS = 120.0
 DEFAULT_BACKOFF_BASE_SECONDS = 30.0
 DEFAULT_BACKOFF_CAP_SECONDS = 600.0
 DEFAULT_GPU_POLL_SECONDS = 2.0
+# Node losses before a start's first training step (model load, vLLM start-up, the initial
+# validation) restarted in a row: a Spot node can go early, but not forever.
+DEFAULT_EARLY_NODE_LOSS_RETRIES = 2
+# How long the driver keeps asking Ray whether a node died, after a trainer start failed in a way
+# a leaving node could explain (a worker died, a collective failed) and no node was reported dead
+# yet: a deleted pod's workers can die before the GCS marks the node dead (Ray 2.54's health
+# check: 5 missed checks of 3 s by default for a node that vanished).
+DEFAULT_NODE_SETTLE_SECONDS = 20.0
 
 
 class RunPlanError(Exception):
@@ -78,6 +86,8 @@ class RunPlan:
     health: dict[str, Any] | None = None
     # verl only: keep this many global_step_* directories before every start; None: no pruning.
     prune_checkpoints_keep: int | None = None
+    early_node_loss_retries: int = DEFAULT_EARLY_NODE_LOSS_RETRIES
+    node_settle_seconds: float = DEFAULT_NODE_SETTLE_SECONDS
     version: int = PLAN_VERSION
 
     def to_json(self) -> str:
@@ -117,7 +127,8 @@ def plan_from_dict(data: Any) -> RunPlan:
     for name in ("run_id", "framework", "run_dir", "checkpoint_dir"):
         if not isinstance(getattr(plan, name), str) or not getattr(plan, name):
             raise RunPlanError(f"{name} must be a non-empty string")
-    for name, low in (("attempt", 1), ("gpus", 1), ("gpus_per_node", 1), ("max_restarts", 0)):
+    for name, low in (("attempt", 1), ("gpus", 1), ("gpus_per_node", 1), ("max_restarts", 0),
+                      ("early_node_loss_retries", 0)):
         value = getattr(plan, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise RunPlanError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -126,6 +137,9 @@ def plan_from_dict(data: Any) -> RunPlan:
         value = getattr(plan, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
             raise RunPlanError(f"{name} must be a number > 0, got {value!r}")
+    if not isinstance(plan.node_settle_seconds, (int, float)) or isinstance(plan.node_settle_seconds, bool) \
+            or plan.node_settle_seconds < 0:
+        raise RunPlanError(f"node_settle_seconds must be a number >= 0, got {plan.node_settle_seconds!r}")
     if plan.deadline_seconds is not None and (not isinstance(plan.deadline_seconds, (int, float))
                                               or plan.deadline_seconds <= 0):
         raise RunPlanError(f"deadline_seconds must be a number > 0 or null, got {plan.deadline_seconds!r}")
