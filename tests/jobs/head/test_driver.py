@@ -23,7 +23,7 @@ from jobs.contract.run_plan import RUN_COMMAND, SHELL_SAFE, Command, RunPlan, Ru
 from jobs.head import driver as driver_mod
 from jobs.head import driver_main
 from jobs.head.checkpoints import last_checkpoint_step
-from jobs.head.failures import DeadNode, Reason, RestartPolicy, TrainerOutput, backoff_seconds, classify
+from jobs.head.failures import DeadNode, RestartPolicy
 from jobs.head.run_records import read_restarts
 from tests.conftest import ROOT
 
@@ -178,7 +178,7 @@ def test_a_lost_node_restarts_once_and_resumes_from_the_checkpoint(tmp_path):
 
 def test_a_crash_loop_ends_after_two_starts_from_the_same_checkpoint(tmp_path):
     plan = make_plan(tmp_path, "lost-no-progress", max_restarts=20)
-    code, out, events, hooks = drive(plan)
+    code, out, _events, hooks = drive(plan)
     assert code == ExitCode.CRASH_LOOP == 17, out
     assert len(read_restarts(plan.run_dir)) == 1 and hooks.waits == 2
     assert "no newer complete checkpoint" in out.splitlines()[-1]
@@ -194,7 +194,7 @@ def test_restarts_go_on_while_the_checkpoint_advances_up_to_max_restarts(tmp_pat
 
 def test_a_node_lost_before_the_first_step_is_retried_twice_then_ends(tmp_path):
     plan = make_plan(tmp_path, "lost-early")
-    code, out, events, hooks = drive(plan)
+    code, out, _events, hooks = drive(plan)
     assert code == ExitCode.CRASH_LOOP, out
     assert [r["trained"] for r in read_restarts(plan.run_dir)] == [False, False]
     assert hooks.waits == 3 and "before the first training step 3 times" in out.splitlines()[-1]
@@ -549,3 +549,9 @@ def test_a_resubmitted_driver_continues_after_the_one_that_was_killed(tmp_path):
     assert [e["event"] for e in events].count("driver_lost") == 1
     assert (board / "events.out.tfevents.1").read_bytes() == before
     assert f"tensorboard dir {plan.run_dir}/tensorboard/attempt-1-start-2" in out
+
+
+def test_backoff_is_exponential_and_capped():
+    from jobs.head.failures import backoff_seconds
+
+    assert [backoff_seconds(n, 30, 600) for n in (1, 2, 3, 5, 6, 20)] == [30, 60, 120, 480, 600, 600]
