@@ -48,9 +48,11 @@ DEFAULT_GPU_POLL_SECONDS = 2.0
 DEFAULT_EARLY_NODE_LOSS_RETRIES = 2
 # How long the driver keeps asking Ray whether a node died, after a trainer start failed in a way
 # a leaving node could explain (a worker died, a collective failed) and no node was reported dead
-# yet: a deleted pod's workers can die before the GCS marks the node dead (Ray 2.54's health
-# check: 5 missed checks of 3 s by default for a node that vanished).
-DEFAULT_NODE_SETTLE_SECONDS = 20.0
+# yet. Observed on Ray 2.54.0 (tools/bench_recovery.py): a node whose raylet is killed outright
+# shows the trainer ActorUnavailableError ("The actor ... is unavailable: ... RpcError") within
+# about 4 s, and the GCS marks the node dead ("health check failed due to missing too many
+# heartbeats") about 15-18 s after the kill.
+DEFAULT_NODE_SETTLE_SECONDS = 30.0
 
 
 class RunPlanError(Exception):

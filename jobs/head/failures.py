@@ -122,6 +122,8 @@ USAGE_PATTERNS = tuple(re.compile(p) for p in (
 # One training step, as the frameworks log it (jobs/cli/training_logs.py has the sources): verl's
 # console logger prints "step:N - ..." per step; NeMo RL's grpo_train prints "===== Step N/M =====".
 STEP_PATTERNS = (re.compile(r"(?:^|[\s)\]])step:(\d+) - "), re.compile(r"=+ Step (\d+)/(\d+) =+"))
+# Ray colours the prefixes of the lines it forwards ("\x1b[33m(raylet)\x1b[0m ..."): not evidence.
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 # (attribute of TrainerOutput, patterns): the first matching line of each kind is kept.
 _KINDS = (("node_death", NODE_DEATH_PATTERNS), ("oom", OOM_PATTERNS),
@@ -145,7 +147,7 @@ class TrainerOutput:
 
     def feed(self, line: str) -> int | None:
         """Scan one line; the step number when it is a step line."""
-        text = line.rstrip("\n")
+        text = ANSI_ESCAPE.sub("", line.rstrip("\n"))
         self.tail.append(text)
         for name, patterns in _KINDS:
             if getattr(self, name) is None and any(p.search(text) for p in patterns):

@@ -99,6 +99,12 @@ def main(mode: str, root: Path) -> int:
             n += 1
             step(n)
             time.sleep(0.2)
+    if mode == "long":                  # checkpoints every step up to step 40, 0.3 s per step
+        for n in range(done + 1, 41):
+            step(n)
+            checkpoint(root, n)
+            time.sleep(0.3)
+        return 0
     if mode.startswith("ray-"):
         return ray_mode(mode, root, done)
     if mode == "always-lost":
