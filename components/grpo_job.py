@@ -46,12 +46,15 @@ SUBMITTER_RESOURCES = {"cpu": "500m", "memory": "1Gi"}
 RAY_IMAGE_UID = 1000
 
 
-def require_preflight(spec: GrpoSpec) -> None:
+def require_preflight(spec: GrpoSpec, capacity_source: str | None = None) -> None:
     """Run the job preflight before any resource exists: errors stop the program with the
-    config's own error (every problem at once, no traceback); warnings are logged."""
+    config's own error (every problem at once, no traceback); warnings are logged, among them
+    the checkpoint cadence against the Young-Daly period of the stack's capacity source
+    (gke-grpo:gpu.provisioningModel; jobs/plan/checkpoint_interval.py)."""
+    from jobs.plan.checkpoint_interval import checkpoint_interval_findings
     from jobs.plan.preflight import check
 
-    findings = check(spec)
+    findings = check(spec) + checkpoint_interval_findings(spec, capacity_source)
     errors = [Problem(f.key, NOT_SHOWN, f.message) for f in findings if f.level == "error"]
     if errors:
         raise ConfigError(errors)

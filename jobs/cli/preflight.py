@@ -13,8 +13,22 @@ from pathlib import Path
 
 from jobs.cli.stack_outputs import StackError, offline_spec
 from jobs.contract.exit_codes import ExitCode
+from jobs.plan.checkpoint_interval import checkpoint_interval_findings
 from jobs.plan.gpu_memory import format_plan, plan_for_spec
 from jobs.plan.preflight import check, errors
+
+
+def _capacity_source(stack: str, config_file: Path | None) -> str | None:
+    """gke-grpo:gpu.provisioningModel of the stack file (the config was validated already)."""
+    from jobs.plan.stack_file import ConfigFileError, read_stack_document
+
+    try:
+        config = read_stack_document(config_file or Path(f"Pulumi.{stack}.yaml")).get("config") or {}
+    except (ConfigFileError, OSError):
+        return None
+    gpu = config.get("gke-grpo:gpu") or config.get("gpu") or {}
+    model = gpu.get("provisioningModel") if isinstance(gpu, dict) else None
+    return model if isinstance(model, str) else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except StackError as err:
         print(f"preflight: {err}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    findings = check(spec)
+    findings = check(spec) + checkpoint_interval_findings(spec, _capacity_source(args.stack, args.config_file))
     for finding in findings:
         print(finding)
     plan = plan_for_spec(spec)

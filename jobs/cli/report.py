@@ -23,6 +23,7 @@ from typing import Any
 
 from jobs.cli.goodput import BUCKET_LABELS, BUCKETS, Goodput
 from jobs.cli.metrics import LABELS, RunMetrics, StepMetrics, series
+from jobs.cli.recovery import CheckpointAdvice, recoveries, recovery_rows
 from jobs.cli.run_cost import RunCost
 from jobs.cli.timeline import Timeline
 
@@ -42,6 +43,7 @@ class ReportInputs:
     planned_steps: int | None = None
     framework: str | None = None
     now: float = field(default_factory=time.time)
+    advice: CheckpointAdvice | None = None     # Young-Daly beside the configured cadence
 
 
 @dataclass
@@ -337,6 +339,7 @@ def build_report(inputs: ReportInputs) -> Report:
                               "-" if r.last_checkpoint_step is None else r.last_checkpoint_step)
                              for r in inputs.timeline.restarts],
                             ("restart at", "attempt", "start", "reason", "exit code", "resumed from step")))
+    parts.append(_recovery_html(inputs))
     parts.append("<h2>Goodput</h2>")
     if "goodput" in by_name:
         parts.append(_figure_html(by_name["goodput"]))
@@ -357,6 +360,35 @@ def build_report(inputs: ReportInputs) -> Report:
                  f"{_e(inputs.run_dir)}/tensorboard/.</p>")
     parts.append("</body></html>")
     return Report("\n".join(parts), figures)
+
+
+def _recovery_html(inputs: ReportInputs) -> str:
+    """Each restart's recovery (seconds from the node loss; steps redone) and the checkpoint
+    period that serves goodput beside the configured one (jobs/cli/recovery.py)."""
+    parts = ["<h2>Recovery and checkpoint cadence</h2>"]
+    rows = recoveries(inputs.timeline)
+    if rows:
+        parts.append(_table([(r.get("attempt"), r.get("restart"), _s(r.get("decision_s")),
+                              _s(r.get("restart_s")), _s(r.get("first_step_s")), _s(r.get("backoff_s")),
+                              "-" if r.get("steps_redone") is None else r["steps_redone"],
+                              r.get("loss_source", "-")) for r in rows],
+                            ("attempt", "restart", "loss -> decision", "loss -> trainer restart",
+                             "loss -> first new step", "backoff", "steps redone", "loss time from")))
+    else:
+        parts.append('<p class="sub">No restart reached its first new step.</p>')
+    advice = inputs.advice
+    if advice is None:
+        parts.append('<p class="sub">Checkpoint period: no checkpoint save timed yet.</p>')
+    else:
+        parts.append(f"<p>{_e(advice.describe())}.</p>")
+        parts.append(f'<p class="sub">{_e(advice.sources())}. Young (1974): the period that '
+                     "minimises saves plus redone work is sqrt(2 x checkpoint cost x mean time "
+                     "between interruptions).</p>")
+    return "\n".join(parts)
+
+
+def _s(value: Any) -> str:
+    return f"{value:.1f} s" if isinstance(value, (int, float)) else "-"
 
 
 def _cost_html(inputs: ReportInputs) -> str:
@@ -416,7 +448,7 @@ def planned_steps(total_steps: int | None, total_epochs: int | None, prompts_per
 def collect_inputs(run_dir: str | Path, run_id: str | None = None, *, framework: str | None = None,
                    cost_basis: CostBasis | None = None, planned: int | None = None,
                    preview_estimate: dict[str, Any] | None = None, now: float | None = None,
-                   prices_file: Path | None = None) -> ReportInputs:
+                   prices_file: Path | None = None, checkpoint_every_steps: int | None = None) -> ReportInputs:
     """Everything the report and `status` show, read from the run directory (+ the price table)."""
     from jobs.cli.goodput import compute_goodput
     from jobs.cli.metrics import read_run_metrics
@@ -444,8 +476,13 @@ def collect_inputs(run_dir: str | Path, run_id: str | None = None, *, framework:
                             steps_planned=planned,
                             step_seconds=median_step_seconds([r.get("step_time") or 0 for r in training]),
                             goodput=goodput.goodput)
+    from jobs.cli.recovery import checkpoint_advice
+
+    advice = checkpoint_advice(timeline, metrics, every_steps=checkpoint_every_steps, now=now,
+                               capacity_source=cost_basis.provisioning_model if cost_basis else None,
+                               nodes=cost_basis.nodes if cost_basis else None)
     return ReportInputs(run_id or run_dir.name, run_dir, timeline, metrics, goodput, cost, preview_estimate,
-                        planned, framework or metrics.framework, now)
+                        planned, framework or metrics.framework, now, advice)
 
 
 def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
@@ -463,6 +500,9 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
         rows.append(("goodput", inputs.goodput.describe()))
         starts = inputs.timeline.trainer_starts()
         rows.append(("starts", f"{len(starts)} trainer start(s), {len(inputs.timeline.restarts)} restart(s)"))
+        rows += recovery_rows(recoveries(inputs.timeline))
+    if inputs.advice is not None:
+        rows.append(("ckpt period", inputs.advice.describe()))
     if inputs.cost is not None:
         text = inputs.cost.describe()
         est = inputs.preview_estimate or {}

@@ -64,7 +64,8 @@ def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = Non
     if spec is not None:
         planned = planned_steps(spec.total_steps, spec.total_epochs, spec.prompts_per_step)
     return collect_inputs(directory, run_id or directory.name, framework=spec.framework if spec else None,
-                          cost_basis=cost_basis, planned=planned, preview_estimate=preview)
+                          cost_basis=cost_basis, planned=planned, preview_estimate=preview,
+                          checkpoint_every_steps=spec.checkpoint_every_steps if spec else None)
 
 def run_rows(args, run_id: str | None, target: Target | None) -> list[tuple[str, str]]:
     from jobs.cli.report import run_status_rows
