@@ -53,6 +53,15 @@ DEFAULT_EARLY_NODE_LOSS_RETRIES = 2
 # about 4 s, and the GCS marks the node dead ("health check failed due to missing too many
 # heartbeats") about 15-18 s after the kill.
 DEFAULT_NODE_SETTLE_SECONDS = 30.0
+# How long Ray's job supervisor waits between the SIGTERM of `ray job stop` (or of a deleted
+# RayJob) and its SIGKILL: RAY_JOB_STOP_WAIT_TIME_S, read from the supervisor actor's environment
+# (Ray 2.54 dashboard/modules/job/job_supervisor.py, default 3 s), which carries the job's
+# runtime_env env_vars (job_manager.py _get_supervisor_runtime_env; tested for real in
+# tests/jobs/head/test_driver_ray.py). Every job's runtime env sets it (jobs/plan/render.py): the
+# trainer gets a SIGTERM it can act on (Ray's own handler in a framework process that called
+# ray.init: SystemExit, so atexit hooks and ray.shutdown run) and the driver records the stop.
+JOB_STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+JOB_STOP_WAIT_SECONDS = 30
 
 
 class RunPlanError(Exception):

@@ -51,85 +51,94 @@ def resumed(root: Path) -> int:
     return int(tracker.read_text()) if tracker.exists() else 0
 
 
+def trains(root: Path, done: int, *, save: bool = True, then: str = "", code: int = 0) -> int:
+    """One step after the checkpoint (saved or not), then print ``then`` and exit ``code``."""
+    step(done + 1)
+    if save:
+        checkpoint(root, done + 1)
+    print(then, end="", flush=True)
+    return code
+
+
+def fails(text: str) -> int:
+    print(text, end="" if text.endswith("\n") else "\n", flush=True)
+    return 1
+
+
+def lost_once(root: Path, done: int) -> int:
+    """Loses its node after step 1 (checkpointed); the restart resumes and finishes."""
+    return trains(root, done) if done else trains(root, 0, then=LOST, code=1)
+
+
+def lost_early_once(root: Path, done: int) -> int:
+    """The first start loses its node while loading (no step); the next one trains."""
+    marker = root / ".lost-early-once"
+    if marker.exists():
+        return trains(root, done)
+    root.mkdir(parents=True, exist_ok=True)
+    marker.write_text("x")
+    return fails(LOST)
+
+
+def steps_forever(root: Path, done: int, on_sigterm=None) -> int:
+    if on_sigterm is not None:
+        signal.signal(signal.SIGTERM, on_sigterm)
+    n = done
+    while True:
+        n += 1
+        step(n)
+        time.sleep(0.2)
+
+
+def slow_stop(root: Path, done: int) -> int:
+    """Needs FAKE_TRAINER_STOP_SECONDS (4) to stop cleanly after a SIGTERM."""
+    def stop(*_):
+        time.sleep(float(os.environ.get("FAKE_TRAINER_STOP_SECONDS", "4")))
+        (root / "stopped-cleanly").write_text(str(time.time()))
+        print("stopped cleanly", flush=True)
+        raise SystemExit(0)
+    return steps_forever(root, done, stop)
+
+
+def long(root: Path, done: int) -> int:
+    """Checkpoints every step up to step 40, 0.3 s a step."""
+    for n in range(done + 1, 41):
+        step(n)
+        checkpoint(root, n)
+        time.sleep(0.3)
+    return 0
+
+
+MODES = {
+    "ok": trains,
+    "lost-once": lost_once,
+    "always-lost": lambda root, done: trains(root, done, then=LOST, code=1),     # progress each time
+    "lost-no-progress": lambda root, done: trains(root, done, save=False, then=LOST, code=1),
+    "lost-early": lambda root, done: fails(LOST),                               # lost while loading
+    "lost-early-once": lost_early_once,
+    "worker-died": lambda root, done: trains(root, done, save=False, then=WORKER_DIED, code=1),
+    "oom": lambda root, done: trains(root, done, save=False, then=OOM, code=1),
+    "hang": lambda root, done: trains(root, done, save=False, then=HANG, code=1),
+    "fail-early": lambda root, done: fails("RuntimeError: CUDA error: no kernel image is available for execution"),
+    "usage": lambda root, done: fails("Could not override 'trainer.nonexistent_key'.\n"
+                                      "Key 'nonexistent_key' is not in struct"),
+    # ignores SIGTERM: the driver must SIGKILL it
+    "overrun": lambda root, done: steps_forever(root, done, lambda *_: print("SIGTERM ignored", flush=True)),
+    "slow-stop": slow_stop,
+    "long": long,
+}
+
+
 def main(mode: str, root: Path) -> int:
     print(f"fake trainer {mode}: tensorboard dir {os.environ.get('GKE_GRPO_TENSORBOARD_DIR')}", flush=True)
     done = resumed(root)
     if done:
         print(f"resumed from step {done}", flush=True)
-    if mode == "ok":
-        step(done + 1)
-        checkpoint(root, done + 1)
-        return 0
-    if mode == "lost-once":
-        if done:                       # the restart: continue from the marker and finish
-            step(done + 1)
-            checkpoint(root, done + 1)
-            return 0
-        step(1)
-        checkpoint(root, 1)
-        print(LOST, end="", flush=True)
-        return 1
-    if mode == "lost-no-progress":      # trains, never reaches a checkpoint, loses a node
-        step(done + 1)
-        print(LOST, end="", flush=True)
-        return 1
-    if mode == "lost-early-once":       # the first start loses a node while loading, then trains
-        marker = root / ".lost-early-once"
-        if not marker.exists():
-            root.mkdir(parents=True, exist_ok=True)
-            marker.write_text("x")
-            print(LOST, end="", flush=True)
-            return 1
-        step(done + 1)
-        checkpoint(root, done + 1)
-        return 0
-    if mode in ("worker-died", "oom", "hang"):
-        step(done + 1)
-        print({"worker-died": WORKER_DIED, "oom": OOM, "hang": HANG}[mode], end="", flush=True)
-        return 1
-    if mode == "slow-stop":             # needs seconds to stop cleanly after SIGTERM
-        def stop(*_):
-            time.sleep(float(os.environ.get("FAKE_TRAINER_STOP_SECONDS", "4")))
-            (root / "stopped-cleanly").write_text(str(time.time()))
-            print("stopped cleanly", flush=True)
-            raise SystemExit(0)
-        signal.signal(signal.SIGTERM, stop)
-        n = done
-        while True:
-            n += 1
-            step(n)
-            time.sleep(0.2)
-    if mode == "long":                  # checkpoints every step up to step 40, 0.3 s per step
-        for n in range(done + 1, 41):
-            step(n)
-            checkpoint(root, n)
-            time.sleep(0.3)
-        return 0
     if mode.startswith("ray-"):
         return ray_mode(mode, root, done)
-    if mode == "always-lost":
-        step(done + 1)
-        checkpoint(root, done + 1)
-        print(LOST, end="", flush=True)
-        return 1
-    if mode == "lost-early":           # a worker lost while loading the model: no step yet
-        print(LOST, end="", flush=True)
-        return 1
-    if mode == "fail-early":
-        print("RuntimeError: CUDA error: no kernel image is available for execution", flush=True)
-        return 1
-    if mode == "usage":
-        print("Could not override 'trainer.nonexistent_key'.\n"
-              "Key 'nonexistent_key' is not in struct", flush=True)
-        return 1
-    if mode == "overrun":              # ignores SIGTERM: the driver must SIGKILL it
-        signal.signal(signal.SIGTERM, lambda *_: print("SIGTERM ignored", flush=True))
-        n = done
-        while True:
-            n += 1
-            step(n)
-            time.sleep(0.2)
-    raise SystemExit(f"unknown mode {mode}")
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode {mode}")
+    return MODES[mode](root, done)
 
 
 def ray_mode(mode: str, root: Path, done: int) -> int:

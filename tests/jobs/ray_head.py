@@ -189,14 +189,18 @@ def non_loopback_listeners() -> list[str]:
 def start_head() -> None:
     # RAY_memory_monitor_refresh_ms=0: Ray's OOM killer judges the whole (shared) machine, so a
     # busy test machine would kill test tasks that use a few MB ("node running low on memory").
+    # RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT (Ray 2.54 ray/dashboard/consts.py, 30 s by
+    # default): on a loaded 2-core machine the dashboard's module processes can take longer to
+    # start, and `ray start --head` then fails ("Module MetricsHead failed to start").
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0",
+               RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT="180",
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     subprocess.run(
         [RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",
          f"--num-cpus={FAKE_GPUS}", f"--num-gpus={FAKE_GPUS}", "--include-dashboard=true",
          "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--disable-usage-stats",
          "--object-store-memory=100000000"],
-        check=True, capture_output=True, text=True, timeout=120, env=env)
+        check=True, capture_output=True, text=True, timeout=240, env=env)
     from ray.job_submission import JobSubmissionClient
 
     deadline = time.monotonic() + 60
