@@ -145,7 +145,10 @@ def ray_mode(mode: str, root: Path, done: int) -> int:
     """A trainer that uses the cluster: one actor on the GPU worker node (custom resource
     ``gpu_worker``), called every step. ``ray-node``: checkpoints at step 2 and then steps until
     its node goes (the test or benchmark kills it), the restarted start steps twice and finishes.
-    ``ray-segfault``: the actor's process segfaults after the first step."""
+    ``ray-segfault``: the actor's process segfaults after the first step.
+    ``ray-node-then-segfault``: the first start as ray-node, every later one as ray-segfault."""
+    if mode == "ray-node-then-segfault":
+        mode = "ray-segfault" if done else "ray-node"
     import ray
 
     step_seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 0.5

@@ -258,7 +258,7 @@ else:
         assert exits[-1]["reason"] == "terminated" and exits[-1]["exit_code"] == 0
         assert rows[-1]["event"] == "driver_end" and rows[-1]["exit_code"] == 143
 
-    def test_lost_worker_is_restarted_once_and_resumes_then_status_shows_it(head, tmp_path):
+    def test_a_lost_node_is_restarted_once_and_resumes_then_status_shows_it(head, tmp_path):
         spec, plan, where, code, out, err = _submit(head, tmp_path, "lost-once", "lost-once")
         assert code == ExitCode.OK, out + err
         assert job_info(head, spec.submission_id(1)).entrypoint == RUN_COMMAND
@@ -271,7 +271,9 @@ else:
 
         code, out, _ = cli_run(["status", *where])
         assert code == ExitCode.OK, out
-        assert "restarts    1 (last: lost_worker, exit 1, last checkpoint step 1)" in out
+        assert "restarts    1 (last: node_lost, exit 1, resumed from checkpoint step 1)" in out
+        assert "recovery    restart 1: from the node loss (trainer exit) decision " in out
+        assert "rayjob      not checked: " in out or "rayjob      none for this attempt" in out
         code, out, _ = cli_run(["list", *where])
         [row] = [line for line in out.splitlines() if line.startswith("1 ")]
         assert row.split()[-1] == "1" and "SUCCEEDED" in row
