@@ -50,18 +50,18 @@ FAKE_TRAINER = ROOT / "tests" / "jobs" / "fake_trainer.py"
 NEMO_RL_GAPS_S = (313, 305, 296)   # INSTRUCTIONS.md control run, "restart gap" per fault
 
 
-def _ray_env() -> dict[str, str]:
+def _bench_env() -> dict[str, str]:
     return dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT), RAY_memory_monitor_refresh_ms="0",
                 RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT="180",
                 PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}")
 
 
-def start_head() -> None:
+def start_bench_head() -> None:
     subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",
                     "--num-cpus=2", "--num-gpus=0", "--include-dashboard=true",
                     "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--disable-usage-stats",
                     "--object-store-memory=80000000"],
-                   check=True, capture_output=True, text=True, timeout=300, env=_ray_env())
+                   check=True, capture_output=True, text=True, timeout=300, env=_bench_env())
     from ray.job_submission import JobSubmissionClient
     deadline = time.monotonic() + 120
     while True:
@@ -74,11 +74,11 @@ def start_head() -> None:
             time.sleep(0.5)
 
 
-def join_gpu_node(port: int) -> None:
+def join_fake_gpu_node(port: int) -> None:
     subprocess.run([RAY, "start", f"--address={GCS}", "--node-ip-address=127.0.0.1", f"--num-gpus={GPUS}",
                     "--num-cpus=1", '--resources={"gpu_worker": 1}', f"--node-manager-port={port}",
                     "--object-store-memory=80000000", "--disable-usage-stats"],
-                   check=True, capture_output=True, text=True, timeout=300, env=_ray_env())
+                   check=True, capture_output=True, text=True, timeout=300, env=_bench_env())
 
 
 def kill_node(port: int, sig: int) -> float:
@@ -96,7 +96,7 @@ def kill_node(port: int, sig: int) -> float:
     raise RuntimeError(f"no raylet on port {port}")
 
 
-def stop_all() -> None:
+def stop_bench_cluster() -> None:
     assert os.environ.get(INSIDE_ENV) == "1", "never `ray stop` outside the benchmark's PID namespace"
     subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
 
@@ -162,7 +162,7 @@ class Bench:
         time.sleep(2.2 * self.step_seconds)                 # two steps past the checkpoint
         killed = kill_node(self.port, sig)
         self.port += 1
-        join_gpu_node(self.port)                            # the replacement joins at once
+        join_fake_gpu_node(self.port)                            # the replacement joins at once
         status, code = self.finish(sid)
         if status != "SUCCEEDED":
             raise RuntimeError(f"{sid}: {status} (exit {code})")
@@ -186,7 +186,7 @@ class Bench:
             time.sleep(1.2 * self.step_seconds)
             kill_node(self.port, signal.SIGTERM)
             self.port += 1
-            join_gpu_node(self.port)
+            join_fake_gpu_node(self.port)
         status, code = self.finish(sid)
         events = _rows(base / "run" / "events.jsonl")
         reasons = [e["reason"] for e in events if e["event"] == "trainer_exit"]
@@ -199,9 +199,9 @@ def run_inside_namespace(args) -> int:
     results: list[tuple[str, dict]] = []
     loops: list[tuple[str, dict]] = []
     try:
-        start_head()
+        start_bench_head()
         bench = Bench(work, args.step_seconds)
-        join_gpu_node(bench.port)
+        join_fake_gpu_node(bench.port)
         scenarios = [("SIGTERM (pod deleted / Spot)", signal.SIGTERM, None),
                      ("SIGTERM (pod deleted / Spot)", signal.SIGTERM, 0.01)]
         if not args.skip_abrupt:
@@ -212,7 +212,7 @@ def run_inside_namespace(args) -> int:
         loops.append(("segfault on every start", bench.crash_loop(False)))
         loops.append(("node loss, then segfaults", bench.crash_loop(True)))
     finally:
-        stop_all()
+        stop_bench_cluster()
         shutil.rmtree(work, ignore_errors=True)
     print(f"Recovery benchmark: real driver, real Ray 2.54 head, fake GPU node, a step every "
           f"{args.step_seconds:.1f}s, checkpoint at step 2, node lost two steps later; the "
@@ -232,7 +232,7 @@ def run_inside_namespace(args) -> int:
     return 0
 
 
-def _init(argv: list[str]) -> int:
+def _namespace_init(argv: list[str]) -> int:
     """PID 1 of the namespace: run argv, reap every orphan (Ray leaves some), return its code."""
     child = subprocess.Popen(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -255,7 +255,7 @@ def main(argv=None) -> int:
     forwarded = ["--step-seconds", str(args.step_seconds), *(["--skip-abrupt"] if args.skip_abrupt else [])]
     if os.environ.get(INSIDE_ENV) == "1":
         if args.init:
-            return _init([PY, "-m", "tools.bench_recovery", *rest, *forwarded])
+            return _namespace_init([PY, "-m", "tools.bench_recovery", *rest, *forwarded])
         return run_inside_namespace(args)
     for tool in ("unshare", "ip", "mount"):
         if shutil.which(tool) is None:

@@ -30,6 +30,7 @@ from jobs.cli.metrics import RunMetrics
 from jobs.cli.timeline import Timeline
 from jobs.plan.checkpoint_interval import (
     load_interruption_priors,
+    period_text,
     prior_mtbi_seconds,
     waste_factor,
     young_daly_seconds,
@@ -48,7 +49,7 @@ def describe_restarts(records: list[dict[str, Any]]) -> str:
             f"resumed from checkpoint step {step if step is not None else 'none'})")
 
 
-def _s(value: Any) -> str:
+def seconds_text(value: Any) -> str:
     return f"{value:.1f} s" if isinstance(value, (int, float)) else "-"
 
 
@@ -57,8 +58,8 @@ def describe_recovery(record: dict[str, Any]) -> str:
     redone = record.get("steps_redone")
     source = "node marked dead" if record.get("loss_source") == "node marked dead" else "trainer exit"
     return (f"restart {record.get('restart', '?')}: from the node loss ({source}) decision "
-            f"{_s(record.get('decision_s'))}, trainer restarted {_s(record.get('restart_s'))}, "
-            f"first new step {_s(record.get('first_step_s'))} (backoff {_s(record.get('backoff_s'))}); "
+            f"{seconds_text(record.get('decision_s'))}, trainer restarted {seconds_text(record.get('restart_s'))}, "
+            f"first new step {seconds_text(record.get('first_step_s'))} (backoff {seconds_text(record.get('backoff_s'))}); "
             f"{'?' if redone is None else redone} step(s) redone (resumed from step "
             f"{record.get('resumed_from_step')}, first new step {record.get('first_new_step')})")
 
@@ -97,23 +98,19 @@ class CheckpointAdvice:
         return None if not self.step_s else max(1, round(self.optimum_s / self.step_s))
 
     def describe(self) -> str:
-        optimum = f"{'at least ' if self.at_least else ''}{_minutes(self.optimum_s)}"
+        optimum = f"{'at least ' if self.at_least else ''}{period_text(self.optimum_s)}"
         if self.optimum_steps is not None:
             optimum += f" (~{self.optimum_steps} steps)"
         text = (f"Young-Daly {optimum} = sqrt(2 x checkpoint {self.checkpoint_s:.0f} s x mean time "
                 f"between interruptions {'>= ' if self.at_least else ''}{self.mtbi_s / 3600:.2f} h)")
         configured = self.configured_s
         if configured is not None:
-            text += (f"; configured every {self.every_steps} steps = {_minutes(configured)}"
+            text += (f"; configured every {self.every_steps} steps = {period_text(configured)}"
                      f" ({waste_factor(configured, self.optimum_s):.1f}x the least expected loss)")
         return text
 
     def sources(self) -> str:
         return f"checkpoint: {self.checkpoint_basis}; interruptions: {self.mtbi_basis}; cadence: {self.every_basis}"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.1f} min"
 
 
 def _median(values: list[float]) -> float | None:

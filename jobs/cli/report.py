@@ -23,7 +23,7 @@ from typing import Any
 
 from jobs.cli.goodput import BUCKET_LABELS, BUCKETS, Goodput
 from jobs.cli.metrics import LABELS, RunMetrics, StepMetrics, series
-from jobs.cli.recovery import CheckpointAdvice, recoveries, recovery_rows
+from jobs.cli.recovery import CheckpointAdvice, recoveries, recovery_rows, seconds_text
 from jobs.cli.run_cost import RunCost
 from jobs.cli.timeline import Timeline
 
@@ -368,8 +368,8 @@ def _recovery_html(inputs: ReportInputs) -> str:
     parts = ["<h2>Recovery and checkpoint cadence</h2>"]
     rows = recoveries(inputs.timeline)
     if rows:
-        parts.append(_table([(r.get("attempt"), r.get("restart"), _s(r.get("decision_s")),
-                              _s(r.get("restart_s")), _s(r.get("first_step_s")), _s(r.get("backoff_s")),
+        parts.append(_table([(r.get("attempt"), r.get("restart"),
+                              *(seconds_text(r.get(k)) for k in ("decision_s", "restart_s", "first_step_s", "backoff_s")),
                               "-" if r.get("steps_redone") is None else r["steps_redone"],
                               r.get("loss_source", "-")) for r in rows],
                             ("attempt", "restart", "loss -> decision", "loss -> trainer restart",
@@ -385,10 +385,6 @@ def _recovery_html(inputs: ReportInputs) -> str:
                      "minimises saves plus redone work is sqrt(2 x checkpoint cost x mean time "
                      "between interruptions).</p>")
     return "\n".join(parts)
-
-
-def _s(value: Any) -> str:
-    return f"{value:.1f} s" if isinstance(value, (int, float)) else "-"
 
 
 def _cost_html(inputs: ReportInputs) -> str:

@@ -153,14 +153,17 @@ def checkpoint_interval_findings(spec: GrpoSpec, capacity_source: str | None,
               f"more than the run's {total} steps (then checkpoints guard only against what this model "
               "leaves out: crashes, stops, the time budget)")
     return [Finding("warning", CHECKPOINT_EVERY_KEY, (
-        f"is {spec.checkpoint_every_steps}: a checkpoint about every {_minutes(period)} (at "
+        f"is {spec.checkpoint_every_steps}: a checkpoint about every {period_text(period)} (at "
         f"{step_s:.0f} s a step, {priors.step_seconds.label()}), where the Young-Daly period is "
-        f"{_minutes(optimum)}: saves would take {cost / period:.0%} of the time ({cost_basis}: "
+        f"{period_text(optimum)}: saves would take {cost / period:.0%} of the time ({cost_basis}: "
         f"{cost:.0f} s each) and redone steps {period / (2 * mtbi):.1%} (an interruption every "
         f"{mtbi / 3600:,.1f} h: {mtbi_basis}), {factor:.1f}x the least. The least is at {advice}. "
         "Priors: data/interruption-priors.yaml; `python -m jobs status` recomputes the period "
         "from the run's own checkpoint times and interruptions"))]
 
 
-def _minutes(seconds: float) -> str:
+def period_text(seconds: float) -> str:
+    """A period as people say it: minutes, or hours from 90 minutes on."""
+    if seconds >= 5400:
+        return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds / 60:.1f} min"
