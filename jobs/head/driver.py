@@ -361,12 +361,11 @@ class Driver:
     def health_gate(self) -> int | None:
         launched = time.time()
         self.records.event("health_start", self.start, reuse_on_same_nodes=self.gated)
+        problem: str | None = None
         try:
             code = self.hooks.fabric_gate(self.plan, self.run_dir, self.gated, self.run_child)
         except OSError as exc:
             code, problem = int(ExitCode.HEALTH_GATE_FAILED), f"{type(exc).__name__}: {exc}"
-        else:
-            problem = None
         doc = self.health_result()
         reused = code == 0 and isinstance(doc.get("started"), (int, float)) and doc["started"] < launched
         self.records.event("health_end", self.start, passed=code == 0, exit_code=code, reused=reused)

@@ -48,7 +48,8 @@ def dead_nodes(nodes: list[dict[str, Any]], end_times: dict[str, float],
         if node.get("Alive") or node.get("alive"):
             continue
         node_id = str(node.get("NodeID", ""))
-        reason = DEATH_REASONS.get(node.get("DeathReason"), str(node.get("DeathReason")))
+        code = node.get("DeathReason")
+        reason = DEATH_REASONS.get(code, str(code)) if isinstance(code, int) else str(code)
         if reason == "AUTOSCALER_DRAIN_IDLE":
             continue
         died_at = end_times.get(node_id)

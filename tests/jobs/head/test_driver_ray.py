@@ -216,6 +216,22 @@ else:
         [restart] = read_restarts(plan.run_dir)
         assert restart["reason"] == "node_lost" and restart["trained"] is False
 
+    def test_each_failure_that_is_not_a_node_loss_ends_the_attempt_with_its_own_code(head, tmp_path):
+        """The trainer prints what Ray's memory monitor, PyTorch's NCCL watchdog, a worker's
+        segfault and hydra print (tests/jobs/fake_trainer.py); the driver asks the real cluster,
+        which lost no node, and ends the attempt without a restart."""
+        cases = {"oom": ExitCode.OUT_OF_MEMORY, "hang": ExitCode.COLLECTIVE_TIMEOUT,
+                 "worker-died": ExitCode.WORKER_CRASHED}
+        for mode, code in cases.items():       # one at a time: the head has one plan file
+            spec, plan, _where, submit_code, out, err = _submit(
+                head, tmp_path / mode, f"class-{mode}", mode, follow=False, prepare=None,
+                node_settle_seconds=1.0)
+            assert submit_code == ExitCode.OK, out + err
+            status, info = _wait_terminal(head, spec.submission_id(1))
+            assert status == "FAILED" and info.driver_exit_code == code, (mode, info.message)
+            [exit_] = [e for e in events(plan) if e["event"] == "trainer_exit"]
+            assert exit_["lost_nodes"] == [] and read_restarts(plan.run_dir) == []
+
     def test_a_stop_during_the_gpu_wait_is_terminated_and_recorded(head, tmp_path):
         # 4 GPUs on a head that has 2: the GPU wait waits
         spec, plan, where, code, out, err = _submit(head, tmp_path, "stop-wait", "ok", follow=False,
