@@ -195,12 +195,15 @@ def start_head() -> None:
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0",
                RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT="180",
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    subprocess.run(
+    started = subprocess.run(
         [RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",
          f"--num-cpus={FAKE_GPUS}", f"--num-gpus={FAKE_GPUS}", "--include-dashboard=true",
          "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--disable-usage-stats",
          "--object-store-memory=100000000"],
-        check=True, capture_output=True, text=True, timeout=240, env=env)
+        capture_output=True, text=True, timeout=240, env=env)
+    if started.returncode != 0:     # say why: the command line alone tells nothing
+        raise RuntimeError(f"`ray start --head` exited {started.returncode}:\n{started.stdout[-1500:]}\n"
+                           f"{started.stderr[-3000:]}")
     from ray.job_submission import JobSubmissionClient
 
     deadline = time.monotonic() + 60

@@ -189,6 +189,7 @@ else:
         return code, out.getvalue(), err.getvalue()
 
     def _submit(head, tmp_path, name, mode, env_vars=None, follow=True, **plan_changes):
+        tmp_path.mkdir(parents=True, exist_ok=True)
         spec = dev_spec(**{"gke-grpo:job.experimentName": name})
         plan = write_plan(tmp_path, spec.run_id, mode, **plan_changes)
         where = ["--stack", "dev", "--config-file", write_config(tmp_path, experimentName=name),
