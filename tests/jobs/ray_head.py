@@ -189,11 +189,14 @@ def non_loopback_listeners() -> list[str]:
 def start_head() -> None:
     # RAY_memory_monitor_refresh_ms=0: Ray's OOM killer judges the whole (shared) machine, so a
     # busy test machine would kill test tasks that use a few MB ("node running low on memory").
-    # RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT (Ray 2.54 ray/dashboard/consts.py, 30 s by
-    # default): on a loaded 2-core machine the dashboard's module processes can take longer to
-    # start, and `ray start --head` then fails ("Module MetricsHead failed to start").
+    # On a loaded 2-core machine the head's processes can take longer to start than Ray allows,
+    # and `ray start --head` then fails: the dashboard's modules (RAY_DASHBOARD_SUBPROCESS_MODULE_
+    # WAIT_READY_TIMEOUT, 30 s by default, ray/dashboard/consts.py: "Module MetricsHead failed to
+    # start") and the GCS (RAY_gcs_rpc_server_reconnect_timeout_s, 60 s: "Failed to connect to GCS
+    # within 60 seconds"), both seen while several Ray test modules ran side by side.
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0",
                RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT="180",
+               RAY_gcs_rpc_server_reconnect_timeout_s="180",
                PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     started = subprocess.run(
         [RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",
