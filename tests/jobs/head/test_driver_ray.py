@@ -43,7 +43,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 
 
 # Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
-INNER = ray_head.InnerRun(__file__, "the run driver's Ray tests", pytest_args=("--durations=8",))
+INNER = ray_head.InnerRun(__file__, "the run driver's Ray tests", timeout=600, pytest_args=("--durations=8",))
 
 if not ray_head.inside_namespace():
 

@@ -119,10 +119,18 @@ else:
         tracker = Path(plan.checkpoint_dir) / "latest_checkpointed_iteration.txt"
         _wait_for(tracker.exists, 120, "the first driver's first checkpoint")
         killed_after = int(tracker.read_text())
+        # The head goes, its dashboard first (a connection that breaks): the submitter's `ray job
+        # logs --follow` then fails with "WebSocket connection closed unexpectedly with close code
+        # 1006" (Ray 2.54 dashboard/modules/job/sdk.py tail_job_logs). When the dashboard instead
+        # outlives the job's supervisor long enough to close the stream cleanly, the submitter
+        # exits 0 and KubeRay does not resubmit (docs/run-driver.md, "A head restart").
+        for pid in _pids_matching("dashboard/dashboard.py"):
+            os.kill(pid, signal.SIGKILL)
         ray_head.stop_head()                                  # the head pod is gone, and all in it
         assert first.wait(timeout=60) != 0                    # `ray job logs --follow` lost it
         _wait_for(lambda: not _processes_matching(FAKE_TRAINER), 15, "the trainer to die with its driver")
         ray_head.start_head()                                 # the new head: an empty job table
+        (Path(plan.checkpoint_dir) / "finish").write_text("")  # the resumed trainer may end
         proc, _ = run_submitter(tmp_path, spec)               # the K8s Job's next pod
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         assert "[jobs.run] done (exit 0 OK)" in proc.stdout
@@ -152,7 +160,10 @@ else:
         return subprocess.Popen([*CONTAINER_COMMAND, *submitter_container_args(spec, dashboard, spec["jobId"])],
                                 cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
 
-    def _processes_matching(text: str) -> list[str]:
+    def _pids_matching(text: str) -> list[int]:
+        return [int(line.split(" ", 1)[0]) for line in _processes_matching(text, with_pid=True)]
+
+    def _processes_matching(text: str, with_pid: bool = False) -> list[str]:
         found = []
         for proc in Path("/proc").iterdir():
             if proc.name.isdigit():
@@ -161,5 +172,5 @@ else:
                 except OSError:
                     continue
                 if text in cmdline and "pytest" not in cmdline:
-                    found.append(cmdline)
+                    found.append(f"{proc.name} {cmdline}" if with_pid else cmdline)
         return found
