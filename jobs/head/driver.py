@@ -523,6 +523,15 @@ class Driver:
                                     terminated=result.terminated or self.stop_requested.is_set())
         trained = output.steps > 0
         self.attempt_saw_step |= trained
+        if self.pending is not None:    # the restart led to a start that never logged a step
+            pending, self.pending = self.pending, None
+            self.records.event("recovery", self.start, restart=pending.restart, from_start=pending.from_start,
+                               loss_at=round(pending.loss_at, 3), loss_source=pending.loss_source,
+                               decision_s=round(pending.decided_at - pending.loss_at, 3),
+                               restart_s=round((pending.restarted_at or result.started_at) - pending.loss_at, 3),
+                               first_step_s=None, backoff_s=round(pending.backoff_s, 3), steps_redone=None,
+                               resumed_from_step=pending.resumed_from_step, first_new_step=None,
+                               outcome=f"the restarted start ended before a step ({reason.value})")
         step = last_checkpoint_step(plan.checkpoint_dir)
         self.records.event("trainer_exit", self.start, at=result.ended_at, exit_code=result.exit_code,
                            reason=reason.value, last_checkpoint_step=step, last_step=output.last_step,

@@ -194,9 +194,11 @@ def test_restarts_go_on_while_the_checkpoint_advances_up_to_max_restarts(tmp_pat
 
 def test_a_node_lost_before_the_first_step_is_retried_twice_then_ends(tmp_path):
     plan = make_plan(tmp_path, "lost-early")
-    code, out, _events, hooks = drive(plan)
+    code, out, events, hooks = drive(plan)
     assert code == ExitCode.CRASH_LOOP, out
     assert [r["trained"] for r in read_restarts(plan.run_dir)] == [False, False]
+    # every restart is in the record, those that never reached a step too
+    assert [(e["restart"], e["first_step_s"]) for e in events if e["event"] == "recovery"] == [(1, None), (2, None)]
     assert hooks.waits == 3 and "before the first training step 3 times" in out.splitlines()[-1]
     plan = make_plan(tmp_path / "b", "lost-early-once")
     code, out, _, hooks = drive(plan)
