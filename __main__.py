@@ -28,7 +28,8 @@ from components.storage import SharedStorage, shared_storage_args
 config = load_stack_config(*read_pulumi_config(), stack=pulumi.get_stack())
 spec = spec_from_config(config)
 if config.job.enabled:
-    require_preflight(spec, config.gpu.provisioning_model)
+    require_preflight(spec, config.gpu.provisioning_model,
+                      config.storage.lustre.throughput_tier if config.storage.lustre else None)
 
 # A fresh project: the APIs first; every resource that calls one depends on them.
 apis = ProjectServices("apis", project_services_args(config)).services

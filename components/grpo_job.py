@@ -57,15 +57,18 @@ RAY_IMAGE_UID = 1000
 SUBMITTER_BACKOFF_LIMIT = 10
 
 
-def require_preflight(spec: GrpoSpec, capacity_source: str | None = None) -> None:
+def require_preflight(spec: GrpoSpec, capacity_source: str | None = None,
+                      lustre_tier_mbps_per_tib: int | None = None) -> None:
     """Run the job preflight before any resource exists: errors stop the program with the
     config's own error (every problem at once, no traceback); warnings are logged, among them
     the checkpoint cadence against the Young-Daly period of the stack's capacity source
-    (gke-grpo:gpu.provisioningModel; jobs/plan/checkpoint_interval.py)."""
+    (gke-grpo:gpu.provisioningModel; the checkpoint's write time at the Lustre tier when the
+    storage is Managed Lustre; jobs/plan/checkpoint_interval.py)."""
     from jobs.plan.checkpoint_interval import checkpoint_interval_findings
     from jobs.plan.preflight import check
 
-    findings = check(spec) + checkpoint_interval_findings(spec, capacity_source)
+    findings = check(spec) + checkpoint_interval_findings(
+        spec, capacity_source, lustre_tier_mbps_per_tib=lustre_tier_mbps_per_tib)
     errors = [Problem(f.key, NOT_SHOWN, f.message) for f in findings if f.level == "error"]
     if errors:
         raise ConfigError(errors)

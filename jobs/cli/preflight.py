@@ -18,17 +18,23 @@ from jobs.plan.gpu_memory import format_plan, plan_for_spec
 from jobs.plan.preflight import check, errors
 
 
-def _capacity_source(stack: str, config_file: Path | None) -> str | None:
-    """gke-grpo:gpu.provisioningModel of the stack file (the config was validated already)."""
+def _capacity_and_tier(stack: str, config_file: Path | None) -> tuple[str | None, int | None]:
+    """gke-grpo:gpu.provisioningModel and gke-grpo:storage.lustre.throughputTier of the stack file
+    (the config was validated already; the tier's default is the config model's)."""
     from jobs.plan.stack_file import ConfigFileError, read_stack_document
 
     try:
         config = read_stack_document(config_file or Path(f"Pulumi.{stack}.yaml")).get("config") or {}
     except (ConfigFileError, OSError):
-        return None
-    gpu = config.get("gke-grpo:gpu") or config.get("gpu") or {}
+        return None, None
+    gpu = config.get("gke-grpo:gpu") or {}
+    storage = config.get("gke-grpo:storage") or {}
     model = gpu.get("provisioningModel") if isinstance(gpu, dict) else None
-    return model if isinstance(model, str) else None
+    tier = None
+    if isinstance(storage, dict) and storage.get("kind") == "lustre":
+        lustre = storage.get("lustre")
+        tier = (lustre if isinstance(lustre, dict) else {}).get("throughputTier", 500)  # the model's default
+    return (model if isinstance(model, str) else None), (tier if isinstance(tier, int) else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     except StackError as err:
         print(f"preflight: {err}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    findings = check(spec) + checkpoint_interval_findings(spec, _capacity_source(args.stack, args.config_file))
+    capacity_source, tier = _capacity_and_tier(args.stack, args.config_file)
+    findings = check(spec) + checkpoint_interval_findings(spec, capacity_source, lustre_tier_mbps_per_tib=tier)
     for finding in findings:
         print(finding)
     plan = plan_for_spec(spec)

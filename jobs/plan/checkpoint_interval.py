@@ -12,7 +12,7 @@ that fraction is (k + 1/k)/2 times the least.
     young_daly_seconds(checkpoint_s, mtbi_s)
     waste_factor(period_s, optimum_s)
     prior_mtbi_seconds(priors, capacity_source, nodes)
-    checkpoint_interval_findings(spec, capacity_source)     # preflight's warning
+    checkpoint_interval_findings(spec, capacity_source, lustre_tier_mbps_per_tib=...)  # preflight
 
 Preflight (before any step ran) uses the priors; `jobs status` and the report use the run's own
 checkpoint times and interruptions (jobs/cli/recovery.py).
@@ -111,13 +111,17 @@ def prior_mtbi_seconds(priors: InterruptionPriors, capacity_source: str | None,
 
 
 def prior_checkpoint_seconds(priors: InterruptionPriors, parameters: int, storage_kind: str,
-                             storage_capacity_gib: int | None) -> tuple[float | None, str]:
+                             storage_capacity_gib: int | None,
+                             lustre_tier_mbps_per_tib: int | None = None) -> tuple[float | None, str]:
     """A checkpoint's write time before one was timed: 12 bytes a parameter at the storage's
-    published write throughput."""
+    published write throughput (Managed Lustre: the stack's tier x capacity, else the lowest)."""
     size_gb = CHECKPOINT_BYTES_PER_PARAM * parameters / 1e9
-    if storage_kind == "lustre" and storage_capacity_gib and priors.lustre_write_gbps_per_tib.value:
-        gbps = priors.lustre_write_gbps_per_tib.value * storage_capacity_gib / 1024
-        where = f"Managed Lustre {storage_capacity_gib:,} GiB at the lowest tier: {gbps:.2f} GB/s"
+    per_tib = lustre_tier_mbps_per_tib / 1000 if lustre_tier_mbps_per_tib else priors.lustre_write_gbps_per_tib.value
+    if storage_kind == "lustre" and storage_capacity_gib and per_tib:
+        gbps = per_tib * storage_capacity_gib / 1024
+        tier = (f"tier {lustre_tier_mbps_per_tib} MB/s per TiB" if lustre_tier_mbps_per_tib
+                else "the lowest tier")
+        where = f"Managed Lustre {storage_capacity_gib:,} GiB at {tier}: {gbps:.2f} GB/s"
     elif storage_kind == "gcs" and priors.gcs_write_gbps.value:
         gbps = priors.gcs_write_gbps.value
         where = f"Cloud Storage FUSE's published sequential write {gbps:.2f} GB/s"
@@ -127,7 +131,8 @@ def prior_checkpoint_seconds(priors: InterruptionPriors, parameters: int, storag
 
 
 def checkpoint_interval_findings(spec: GrpoSpec, capacity_source: str | None,
-                                 priors: InterruptionPriors | None = None) -> list[Finding]:
+                                 priors: InterruptionPriors | None = None,
+                                 lustre_tier_mbps_per_tib: int | None = None) -> list[Finding]:
     """Preflight's warning when checkpointEverySteps x the expected step time is far from the
     Young-Daly period of the stack's capacity source (each figure a prior, labelled)."""
     from jobs.plan.model_shapes import shape_for
@@ -138,7 +143,7 @@ def checkpoint_interval_findings(spec: GrpoSpec, capacity_source: str | None,
     if shape is None or not step_s or spec.checkpoint_every_steps < 1:
         return []
     cost, cost_basis = prior_checkpoint_seconds(priors, shape.parameters, spec.storage_kind,
-                                                spec.storage_capacity_gib)
+                                                spec.storage_capacity_gib, lustre_tier_mbps_per_tib)
     mtbi, mtbi_basis = prior_mtbi_seconds(priors, capacity_source, spec.nodes)
     if cost is None or mtbi is None:
         return []
