@@ -125,9 +125,11 @@ def cmd_list(runs: Runs, target: Target, args, out, err) -> int:
         problem = mismatch(rayjob, a.status) if rayjob is not None else None
         if problem:
             problems.append(f"MISMATCH attempt {a.number}: {problem}")
-    for line in problems + ([note] if note else []):
+    for line in problems:
         print(line, file=out)
     out.flush()
+    if note:      # a missing or refused kubectl is a note, not part of the table
+        print(f"[jobs] {note}", file=err, flush=True)
     return ExitCode.OK
 
 def cmd_stop(runs: Runs, target: Target, args, out, err) -> int:
