@@ -44,14 +44,31 @@ SUBMITTER_RESOURCES = {"cpu": "500m", "memory": "1Gi"}
 # The uid of the `ray` user of the rayproject/ray images (docker/base-deps/Dockerfile:
 # ARG RAY_UID=1000), so the submitter runs as non-root.
 RAY_IMAGE_UID = 1000
+# Pods the submitter's K8s Job may fail before KubeRay marks the RayJob Failed. KubeRay v1.7.0
+# (ray-operator/apis/ray/v1/rayjob_types.go SubmitterConfig.BackoffLimit: "In K8sJobMode, this
+# is the K8s Job backoffLimit"; rayjob_controller.go createNewK8sJob defaults it to 2) gives the
+# submitter 3 tries. A head restart costs one: the running submitter's `ray job logs --follow`
+# ends with "WebSocket connection closed unexpectedly with close code 1006" (exit 1, observed on
+# Ray 2.54; tests/jobs/head/test_recovery_ray.py), and the next pod finds no such job on the new
+# head (`ray job status` fails), resubmits the same submission id, and the new driver continues
+# the attempt. 10 survives a head restart a day over a week-long budget; a submitter that fails
+# for another reason (a refused submission) is retried with the K8s Job's own capped backoff
+# (10 s doubling to 6 min), about half an hour in all, before the RayJob fails.
+SUBMITTER_BACKOFF_LIMIT = 10
 
 
-def require_preflight(spec: GrpoSpec) -> None:
+def require_preflight(spec: GrpoSpec, capacity_source: str | None = None,
+                      lustre_tier_mbps_per_tib: int | None = None) -> None:
     """Run the job preflight before any resource exists: errors stop the program with the
-    config's own error (every problem at once, no traceback); warnings are logged."""
+    config's own error (every problem at once, no traceback); warnings are logged, among them
+    the checkpoint cadence against the Young-Daly period of the stack's capacity source
+    (gke-grpo:gpu.provisioningModel; the checkpoint's write time at the Lustre tier when the
+    storage is Managed Lustre; jobs/plan/checkpoint_interval.py)."""
+    from jobs.plan.checkpoint_interval import checkpoint_interval_findings
     from jobs.plan.preflight import check
 
-    findings = check(spec)
+    findings = check(spec) + checkpoint_interval_findings(
+        spec, capacity_source, lustre_tier_mbps_per_tib=lustre_tier_mbps_per_tib)
     errors = [Problem(f.key, NOT_SHOWN, f.message) for f in findings if f.level == "error"]
     if errors:
         raise ConfigError(errors)
@@ -148,6 +165,7 @@ def rayjob_spec(spec: GrpoSpec, ray_cluster_name: str,
         # The same metadata the jobs CLI writes: either submitter's attempt reads back alike.
         "metadata": submission_metadata(spec, spec.attempt),
         "submitterPodTemplate": submitter_pod_template(spec.ray_version, submitter_node_selector or {}),
+        "submitterConfig": {"backoffLimit": SUBMITTER_BACKOFF_LIMIT},
     }
 
 

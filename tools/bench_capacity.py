@@ -35,8 +35,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,8 +42,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.loopback_namespace import INSIDE_ENV, inside, namespace_init, run_in_namespace
+
 ROOT = Path(__file__).resolve().parent.parent
-INSIDE_ENV = "GKE_GRPO_BENCH_NAMESPACE"
 PY = sys.executable
 GPUS_PER_NODE = 8
 POLL = 2.0   # the plan's default GPU poll (jobs/contract/run_plan.py DEFAULT_GPU_POLL_SECONDS)
@@ -285,7 +284,7 @@ def _seconds_text(value, unit="s") -> str:
     return "n/a" if value is None else f"{value:.1f} {unit}"
 
 
-def run_inside_namespace(args) -> int:
+def measure_capacity(args) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-capacity-"))
     try:
         elastic = elastic_run(args, work / "elastic")
@@ -336,20 +335,6 @@ def run_inside_namespace(args) -> int:
     return 0
 
 
-def _namespace_init(argv: list[str]) -> int:
-    """PID 1 of the namespace: run argv, reap every orphan (Ray leaves some), return its code."""
-    child = subprocess.Popen(argv)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: child.send_signal(signum))
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            return 1
-        if pid == child.pid:
-            return os.waitstatus_to_exitcode(status)
-
-
 OPTIONS = (("--nodes", int, 2), ("--join-seconds", float, 5.0), ("--staging-seconds", float, 4.0),
            ("--trainer-seconds", float, 10.0), ("--idle-timeout", float, 10.0),
            ("--fallback-after", float, 15.0), ("--waterfall-window", float, 90.0))
@@ -362,20 +347,11 @@ def main(argv=None) -> int:
     parser.add_argument("--init", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     passed = [str(x) for flag, _, _ in OPTIONS for x in (flag, getattr(args, flag[2:].replace("-", "_")))]
-    if os.environ.get(INSIDE_ENV) == "1":
+    if inside():
         if args.init:
-            return _namespace_init([PY, "-m", "tools.bench_capacity", *passed])
-        return run_inside_namespace(args)
-    for tool in ("unshare", "ip", "mount"):
-        if shutil.which(tool) is None:
-            print(f"bench_capacity: needs `{tool}` (util-linux / iproute2)", file=sys.stderr)
-            return 2
-    inner = " ".join(["ip link set lo up",
-                      "&& mkdir -p /tmp/ray && mount -t tmpfs -o size=2g tmpfs /tmp/ray",
-                      f"&& exec {PY} -m tools.bench_capacity --init", *passed])
-    proc = subprocess.run(["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", inner],
-                          cwd=ROOT, env=dict(os.environ, **{INSIDE_ENV: "1"}), timeout=3600)
-    return proc.returncode
+            return namespace_init([PY, "-m", "tools.bench_capacity", *passed])
+        return measure_capacity(args)
+    return run_in_namespace("tools.bench_capacity", passed, timeout=3600)
 
 
 if __name__ == "__main__":

@@ -25,15 +25,15 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tools.loopback_namespace import inside, namespace_init, run_in_namespace
+
 ROOT = Path(__file__).resolve().parent.parent
-INSIDE_ENV = "GKE_GRPO_BENCH_NAMESPACE"
 PY = sys.executable
 RAY = str(Path(PY).with_name("ray"))
 GCS = "127.0.0.1:6379"
@@ -73,7 +73,7 @@ def join_gpu_node() -> None:
 
 
 def stop_all() -> None:
-    assert os.environ.get(INSIDE_ENV) == "1", "never `ray stop` outside the benchmark's PID namespace"
+    assert inside(), "never `ray stop` outside the benchmark's PID namespace"
     subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=60)
 
 
@@ -185,20 +185,6 @@ def run_scenarios_inside_namespace(args) -> int:
     return 0
 
 
-def _init(argv: list[str]) -> int:
-    """PID 1 of the namespace: run argv, reap every orphan (Ray leaves some), return its code."""
-    child = subprocess.Popen(argv)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: child.send_signal(signum))
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            return 1
-        if pid == child.pid:
-            return os.waitstatus_to_exitcode(status)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench_gpu_idle", description=__doc__.split("\n\n")[0])
     parser.add_argument("--staging-seconds", type=float, default=4.0)
@@ -206,23 +192,12 @@ def main(argv=None) -> int:
                         help="seconds after submission at which the GPU node joins")
     parser.add_argument("--init", action="store_true", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args(argv)
-    if os.environ.get(INSIDE_ENV) == "1":
+    forwarded = ["--staging-seconds", str(args.staging_seconds), "--join-after", str(args.join_after)]
+    if inside():
         if args.init:
-            return _init([PY, "-m", "tools.bench_gpu_idle", *rest,
-                          "--staging-seconds", str(args.staging_seconds),
-                          "--join-after", str(args.join_after)])
+            return namespace_init([PY, "-m", "tools.bench_gpu_idle", *rest, *forwarded])
         return run_scenarios_inside_namespace(args)
-    for tool in ("unshare", "ip", "mount"):
-        if shutil.which(tool) is None:
-            print(f"bench_gpu_idle: needs `{tool}` (util-linux / iproute2)", file=sys.stderr)
-            return 2
-    inner = " ".join(["ip link set lo up",
-                      "&& mkdir -p /tmp/ray && mount -t tmpfs -o size=1g tmpfs /tmp/ray",
-                      f"&& exec {PY} -m tools.bench_gpu_idle --init",
-                      f"--staging-seconds {args.staging_seconds} --join-after {args.join_after}"])
-    proc = subprocess.run(["unshare", "--net", "--pid", "--fork", "--mount-proc", "sh", "-c", inner],
-                          cwd=ROOT, env=dict(os.environ, **{INSIDE_ENV: "1"}), timeout=900)
-    return proc.returncode
+    return run_in_namespace("tools.bench_gpu_idle", forwarded, timeout=900, ray_tmpfs="1g")
 
 
 if __name__ == "__main__":

@@ -63,6 +63,19 @@ def _tag(framework: str, name: str) -> str:
     return FRAMEWORK_TAGS[framework][name][0]
 
 
+def _recovery_events(steps: list, loss_at: float, decided: float, restarted: float, last_step: int,
+                     checkpoint: int) -> list[dict]:
+    """The restarted start's first step and the driver's recovery record of it."""
+    at = min(wall for _tag, _step, _value, wall in steps)
+    where = {"attempt": 1, "start": 1}
+    return [{"time": at, "event": "first_step", **where, "step": checkpoint + 1},
+            {"time": at, "event": "recovery", **where, "restart": 1, "from_start": 0, "loss_at": loss_at,
+             "loss_source": "node marked dead", "decision_s": round(decided - loss_at, 3),
+             "restart_s": round(restarted - loss_at, 3), "first_step_s": round(at - loss_at, 3),
+             "backoff_s": 30.0, "steps_redone": last_step - checkpoint, "resumed_from_step": checkpoint,
+             "first_new_step": checkpoint + 1}]
+
+
 def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float = 1_780_000_000.0,
                         total_steps: int = 60, crash_after: int = 27, checkpoint_every: int = 10,
                         validate_every: int = 10, seed: int = 7, finished: bool = True) -> SyntheticRun:
@@ -104,12 +117,9 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
         return t, points
 
     t = t0
-    event(t, "driver_start", 0)
-    event(t + 2, "prepare_start", 0)
-    event(t + 290, "prepare_end", 0)
-    event(t + 291, "gpu_wait_start", 0)
-    event(t + 1491, "gpu_wait_end", 0)
-    event(t + 1492, "health_start", 0)
+    for offset, name in ((0, "driver_start"), (2, "prepare_start"), (290, "prepare_end"),
+                         (291, "gpu_wait_start"), (1491, "gpu_wait_end"), (1492, "health_start")):
+        event(t + offset, name, 0)
     event(t + 1552, "health_end", 0, passed=True)
     begin = t + 1555
     event(begin, "trainer_start", 0)
@@ -120,9 +130,12 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
     t += 41.0                                           # the step that never finished
     checkpoint = (crash_after // checkpoint_every) * checkpoint_every
     write_scalar_events(tb0, points + steps)
-    event(t, "trainer_exit", 0, exit_code=1, reason="worker_lost", last_checkpoint_step=checkpoint)
-    restarts.append({"time": t, "reason": "worker_lost", "exit_code": 1,
-                     "last_checkpoint_step": checkpoint, "attempt": 1, "start": 0})
+    event(t, "trainer_exit", 0, exit_code=1, reason="node_lost", last_checkpoint_step=checkpoint,
+          last_step=crash_after)
+    loss_at, decided = t - 3.0, t + 0.5                 # the cluster marked the node dead first
+    restarts.append({"time": decided, "reason": "node_lost", "exit_code": 1, "last_checkpoint_step": checkpoint,
+                     "attempt": 1, "start": 0, "trained": True, "last_step": crash_after, "loss_at": loss_at,
+                     "backoff_s": 30.0})
     event(t + 1, "gpu_wait_start", 1)
     event(t + 661, "gpu_wait_end", 1)
     begin = t + 663
@@ -131,6 +144,8 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
     points = [(val_tag, checkpoint, reward(checkpoint) + 0.03, t)]   # verl validates on resume
     last = total_steps if finished else checkpoint + (total_steps - checkpoint) // 2
     t, steps = run_steps(1, checkpoint + 1, last, t)
+    if steps:
+        events.extend(_recovery_events(steps, loss_at, decided, begin, crash_after, checkpoint))
     write_scalar_events(tensorboard_dir(path, 1, 1), points + steps)
     if finished:
         t += 20

@@ -116,7 +116,10 @@ def _split_start(interval: Interval, start: StartMetrics, timeline: Timeline, en
     """Adds one trainer start's time to the buckets; returns (productive seconds, lost steps)."""
     duration = interval.duration(end)
     steps = [s for s in start.training_steps if s.get("step_time") is not None]
-    failed = interval.end is not None and trainer_exit_code(interval) not in (0, None)
+    # A start that exited non-zero, or whose driver died with the head (its steps since the
+    # last checkpoint are redone by the next driver's start).
+    lost_with_driver = interval.end_event is not None and interval.end_event.extra.get("reason") == "driver_lost"
+    failed = interval.end is not None and (trainer_exit_code(interval) not in (0, None) or lost_with_driver)
     checkpoint = _checkpoint_step(interval, timeline) if failed else None
     productive = 0.0
     in_steps = 0.0

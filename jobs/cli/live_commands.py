@@ -78,8 +78,13 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
         tracker.feed(log + "\n")
         rows.append(("progress", tracker.describe() + " [console log]"))
     rows += structured
-    from jobs.contract.records import restarts_from_log
+    from jobs.cli.rayjob_status import rayjob_rows
+    from jobs.cli.recovery import describe_restarts, recovery_rows
+    from jobs.contract.records import recoveries_from_log, restarts_from_log
     rows.append(("restarts", describe_restarts(restarts_from_log(log))))
+    if not any(key == "recovery" for key, _ in structured):
+        rows += recovery_rows(recoveries_from_log(log))    # the attempt's, from its log
+    rows += rayjob_rows(target.kube, target.run_id, attempt.submission_id, attempt.status)
     if attempt.message:
         rows.append(("message", attempt.message))
     if target.spec is not None:
@@ -110,30 +115,39 @@ def gpu_rows(runs: Runs, target: Target, attempt: Attempt, log: str) -> list[tup
     return gpu_worker_rows(nodes, log, attempt.live, capacity)
 
 
-def describe_restarts(records: list[dict]) -> str:
-    """`1 (lost_worker, exit 1, last checkpoint step 40)` from the driver's RESTART records."""
-    if not records:
-        return "0"
-    last = records[-1]
-    step = last.get("last_checkpoint_step")
-    return (f"{len(records)} (last: {last.get('reason')}, exit {last.get('exit_code')}, "
-            f"last checkpoint step {step if step is not None else 'none'})")
-
 def cmd_list(runs: Runs, target: Target, args, out, err) -> int:
     run_id = need_run(target)
     attempts = runs.attempts(run_id)
     if not attempts:
         print(f"run {run_id}: no attempts on {target.address}", file=out, flush=True)
         return ExitCode.OK
+    from jobs.cli.rayjob_status import RayJobQueryError, mismatch, rayjobs_of_run
+
+    rayjobs, note = {}, None
+    if target.kube is not None:
+        try:
+            rayjobs = rayjobs_of_run(target.kube, run_id)
+        except RayJobQueryError as exc:
+            note = f"RayJobs not checked: {exc}"
     print(f"run {run_id}", file=out)
     header = (f"{'ATTEMPT':<8}{'SUBMISSION ID':<52}{'STATE':<11}{'STARTED':<22}{'ENDED':<22}"
-              f"{'DURATION':<10}RESTARTS")
+              f"{'DURATION':<10}{'RAYJOB':<10}RESTARTS")
     print(header, file=out)
+    problems = []
     for a in attempts:
+        rayjob = rayjobs.get(a.submission_id)
+        shown = "-" if rayjob is None else (rayjob.deployment or "New")
         print(f"{a.number:<8}{a.submission_id:<52}{a.status:<11}{fmt_time(a.start_time):<22}"
-              f"{fmt_time(a.end_time):<22}{fmt_duration(a.duration()):<10}"
+              f"{fmt_time(a.end_time):<22}{fmt_duration(a.duration()):<10}{shown:<10}"
               f"{len(runs.restarts(a.submission_id))}", file=out)
+        problem = mismatch(rayjob, a.status) if rayjob is not None else None
+        if problem:
+            problems.append(f"MISMATCH attempt {a.number}: {problem}")
+    for line in problems:
+        print(line, file=out)
     out.flush()
+    if note:      # a missing or refused kubectl is a note, not part of the table
+        print(f"[jobs] {note}", file=err, flush=True)
     return ExitCode.OK
 
 def cmd_stop(runs: Runs, target: Target, args, out, err) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jobs.cli.stack_outputs import StackError, deployed_outputs, offline_spec, replacement_report
 from jobs.contract.exit_codes import ExitCode
+from jobs.plan.checkpoint_interval import checkpoint_interval_findings
 from jobs.plan.gpu_memory import format_plan, plan_for_spec
 from jobs.plan.preflight import check, errors
 
@@ -43,6 +44,32 @@ def check_replacements(stack: str, config_file: Path | None, pulumi: str = "pulu
     return len(report["refused"]), len(report["replaced"])
 
 
+def _capacity_and_tier(stack: str, config_file: Path | None) -> tuple[str | None, int | None]:
+    """gke-grpo:gpu.provisioningModel (or gpu.capacity's most interruptible kind) and
+    gke-grpo:storage.lustre.throughputTier of the stack file
+    (the config was validated already; the tier's default is the config model's)."""
+    from jobs.plan.stack_file import ConfigFileError, read_stack_document
+
+    try:
+        config = read_stack_document(config_file or Path(f"Pulumi.{stack}.yaml")).get("config") or {}
+    except (ConfigFileError, OSError):
+        return None, None
+    gpu = config.get("gke-grpo:gpu") or {}
+    storage = config.get("gke-grpo:storage") or {}
+    model = gpu.get("provisioningModel") if isinstance(gpu, dict) else None
+    capacity = gpu.get("capacity") if isinstance(gpu, dict) else None
+    if isinstance(capacity, list):
+        # A waterfall's run can land on any source: the most interruptible one judges the cadence.
+        kinds = {source.get("kind") for source in capacity if isinstance(source, dict)}
+        model = next((m for kind, m in (("spot", "spot"), ("flexStart", "flex-start"),
+                                        ("reservation", "reservation")) if kind in kinds), None)
+    tier = None
+    if isinstance(storage, dict) and storage.get("kind") == "lustre":
+        lustre = storage.get("lustre")
+        tier = (lustre if isinstance(lustre, dict) else {}).get("throughputTier", 500)  # the model's default
+    return (model if isinstance(model, str) else None), (tier if isinstance(tier, int) else None)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Load and validate the stack config, build the spec, print findings. Exit 0 when there is
     no error (warnings allowed), 2 on an invalid or unreadable config or a preflight error."""
@@ -62,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     except StackError as err:
         print(f"preflight: {err}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    findings = check(spec)
+    capacity_source, tier = _capacity_and_tier(args.stack, args.config_file)
+    findings = check(spec) + checkpoint_interval_findings(spec, capacity_source, lustre_tier_mbps_per_tib=tier)
     for finding in findings:
         print(finding)
     plan = plan_for_spec(spec)

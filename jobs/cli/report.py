@@ -25,6 +25,7 @@ from jobs.cli.data_warnings import DataWarnings
 from jobs.cli.goodput import BUCKET_LABELS, BUCKETS, Goodput, trainer_exit_code
 from jobs.cli.metrics import LABELS, RunMetrics, StepMetrics, series
 from jobs.cli.output_files import write_output
+from jobs.cli.recovery import CheckpointAdvice, recoveries, recovery_rows, seconds_text
 from jobs.cli.run_cost import RunCost
 from jobs.cli.timeline import Timeline
 from jobs.contract.credentials import redact
@@ -48,6 +49,7 @@ class ReportInputs:
     now: float = field(default_factory=time.time)
     eval_results: list[dict[str, Any]] = field(default_factory=list)   # jobs/cli/eval_results.py
     model: str | None = None
+    advice: CheckpointAdvice | None = None     # Young-Daly beside the configured cadence
 
     def data_warnings(self) -> list[str]:
         """What the readers left out of the run directory, one line per kind of fault
@@ -364,6 +366,7 @@ def build_report(inputs: ReportInputs) -> Report:
         parts.append(_table([(_fmt_time(e.time), e.attempt, e.start, placement_text(e.extra))
                              for e in placements],
                             ("trainer start", "attempt", "start", "GPU nodes and their capacity source")))
+    parts.append(_recovery_html(inputs))
     parts.append("<h2>Goodput</h2>")
     if "goodput" in by_name:
         parts.append(_figure_html(by_name["goodput"]))
@@ -419,6 +422,31 @@ def _eval_html(inputs: ReportInputs, latest: StepMetrics | None, last_val: float
     return eval_section_html(inputs.eval_results, model=inputs.model,
                              training_reward=None if latest is None else latest.get("reward"),
                              validation=last_val, stage_hours=hours, stage_cost=cost)
+
+
+def _recovery_html(inputs: ReportInputs) -> str:
+    """Each restart's recovery (seconds from the node loss; steps redone) and the checkpoint
+    period that serves goodput beside the configured one (jobs/cli/recovery.py)."""
+    parts = ["<h2>Recovery and checkpoint cadence</h2>"]
+    rows = recoveries(inputs.timeline)
+    if rows:
+        parts.append(_table([(r.get("attempt"), r.get("restart"),
+                              *(seconds_text(r.get(k)) for k in ("decision_s", "restart_s", "first_step_s", "backoff_s")),
+                              "-" if r.get("steps_redone") is None else r["steps_redone"],
+                              r.get("loss_source", "-")) for r in rows],
+                            ("attempt", "restart", "loss -> decision", "loss -> trainer restart",
+                             "loss -> first new step", "backoff", "steps redone", "loss time from")))
+    else:
+        parts.append('<p class="sub">No restart reached its first new step.</p>')
+    advice = inputs.advice
+    if advice is None:
+        parts.append('<p class="sub">Checkpoint period: no checkpoint save timed yet.</p>')
+    else:
+        parts.append(f"<p>{_e(advice.describe())}.</p>")
+        parts.append(f'<p class="sub">{_e(advice.sources())}. Young (1974): the period that '
+                     "minimises saves plus redone work is sqrt(2 x checkpoint cost x mean time "
+                     "between interruptions).</p>")
+    return "\n".join(parts)
 
 
 def _cost_html(inputs: ReportInputs) -> str:
@@ -485,7 +513,8 @@ def planned_steps(total_steps: int | None, total_epochs: int | None, prompts_per
 def collect_inputs(run_dir: str | Path, run_id: str | None = None, *, framework: str | None = None,
                    cost_basis: CostBasis | None = None, planned: int | None = None,
                    preview_estimate: dict[str, Any] | None = None, now: float | None = None,
-                   prices_file: Path | None = None, model: str | None = None) -> ReportInputs:
+                   prices_file: Path | None = None, model: str | None = None,
+                   checkpoint_every_steps: int | None = None) -> ReportInputs:
     """Everything the report and `status` show, read from the run directory (+ the price table)."""
     from jobs.cli.goodput import compute_goodput
     from jobs.cli.metrics import read_run_metrics
@@ -518,10 +547,14 @@ def collect_inputs(run_dir: str | Path, run_id: str | None = None, *, framework:
                             step_seconds=median_step_seconds([r.get("step_time") or 0 for r in training]),
                             goodput=goodput.goodput)
     from jobs.cli.eval_results import read_eval_results
+    from jobs.cli.recovery import checkpoint_advice
 
+    advice = checkpoint_advice(timeline, metrics, every_steps=checkpoint_every_steps, now=now,
+                               capacity_source=cost_basis.provisioning_model if cost_basis else None,
+                               nodes=cost_basis.nodes if cost_basis else None)
     return ReportInputs(run_id or run_dir.name, run_dir, timeline, metrics, goodput, cost, preview_estimate,
                         planned, framework or metrics.framework, now,
-                        eval_results=read_eval_results(run_dir), model=model)
+                        eval_results=read_eval_results(run_dir), model=model, advice=advice)
 
 
 def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
@@ -542,6 +575,9 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
         starts = inputs.timeline.trainer_starts()
         rows.append(("starts", f"{len(starts)} trainer start(s), {len(inputs.timeline.restarts)} restart(s)"))
         rows += start_sources_rows(inputs.timeline)
+        rows += recovery_rows(recoveries(inputs.timeline))
+    if inputs.advice is not None:
+        rows.append(("ckpt period", inputs.advice.describe()))
     if inputs.eval_results:
         from jobs.cli.eval_results import eval_status_rows
 

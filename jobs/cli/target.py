@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from jobs.cli.ray_jobs import Attempt, RunError, Runs, run_entrypoint
+from jobs.cli.rayjob_status import KubectlAccess
 from jobs.cli.stack_outputs import StackError, StackTarget, kubeconfig_file, stack_target
 from jobs.contract.exit_codes import ExitCode
 from jobs.contract.spec import GrpoSpec
@@ -31,6 +32,7 @@ class Target:
     spec: GrpoSpec | None
     run_id: str | None
     stack: StackTarget | None = None   # the stack's outputs, when a stack is targeted
+    kube: KubectlAccess | None = None  # the cluster's API (RayJobs), when a stack is targeted
 
 def default_entrypoint(spec: GrpoSpec, args: argparse.Namespace) -> tuple[str, dict]:
     """The run driver's one command (the same as the Pulumi RayJob's) and the rendered runtime
@@ -60,27 +62,29 @@ def open_target(args: argparse.Namespace, err: TextIO) -> Iterator[Target]:
         stack_info = load_stack(args.stack, args.config_file, err)
     spec = stack_info.spec if stack_info else None
     run_id = (stack_info.run_id or (spec.run_id if spec else None)) if stack_info else args.run_id
-    if args.address:
-        yield Target(args.address, spec, run_id, stack_info)
-        return
-    assert stack_info is not None
-    from jobs.cli.port_forward import PortForwardError, port_forward
-
-    namespace, service = stack_info.namespace, stack_info.head_service
-    # --kube-context: your own kubeconfig's context; else the stack's exported kubeconfig.
-    exported = None if args.kube_context else stack_info.kubeconfig
-    print(f"[jobs] port-forward svc/{service} -n {namespace} -> 127.0.0.1 "
-          f"({stack_info.describe}; kubeconfig: {'the exported one' if exported else 'yours'})",
-          file=err, flush=True)
-    with contextlib.ExitStack() as stack:   # stops kubectl on any exit, Ctrl-C included
+    exported = None if (args.kube_context or stack_info is None) else stack_info.kubeconfig
+    with contextlib.ExitStack() as stack:   # stops kubectl and removes the kubeconfig on any exit
         kubeconfig = stack.enter_context(kubeconfig_file(exported))
+        kube = None if stack_info is None else KubectlAccess(
+            stack_info.namespace, kubectl=args.kubectl, context=args.kube_context, kubeconfig=kubeconfig)
+        if args.address:
+            yield Target(args.address, spec, run_id, stack_info, kube)
+            return
+        assert stack_info is not None
+        from jobs.cli.port_forward import PortForwardError, port_forward
+
+        namespace, service = stack_info.namespace, stack_info.head_service
+        # --kube-context: your own kubeconfig's context; else the stack's exported kubeconfig.
+        print(f"[jobs] port-forward svc/{service} -n {namespace} -> 127.0.0.1 "
+              f"({stack_info.describe}; kubeconfig: {'the exported one' if exported else 'yours'})",
+              file=err, flush=True)
         try:
             address = stack.enter_context(port_forward(
                 namespace, service, local_port=args.local_port, context=args.kube_context,
                 kubectl=args.kubectl, err=err, kubeconfig=kubeconfig))
         except PortForwardError as exc:
             raise Unreachable(str(exc)) from None
-        yield Target(address, spec, run_id, stack_info)
+        yield Target(address, spec, run_id, stack_info, kube)
 
 def need_run(target: Target) -> str:
     if not target.run_id:

@@ -123,7 +123,7 @@ class Timeline:
                 out.append(Interval(kind, b.attempt, b.start, b.time, e.time, e))
         for b in open_.values():
             later = [e.time for e in self.events if e.attempt == b.attempt and e.time > b.time
-                     and e.event in ("driver_end", "deadline")]
+                     and e.event in ("driver_end", "deadline", "driver_lost")]
             out.append(Interval(kind, b.attempt, b.start, b.time, min(later) if later else None))
         return sorted(out, key=lambda i: (i.begin, i.attempt, i.start))
 

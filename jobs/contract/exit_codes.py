@@ -3,6 +3,13 @@ wherever it appears: the run driver's (the Ray job's status and the RayJob's), t
 the health gate's, data staging's and the jobs CLI's (docs/errors-and-guarantees.md).
 
 Which program returns which code is in ``USED_BY``; a test keeps the docs' table equal to it.
+
+No code that means something else may look like a signal exit: 128 + N is what a shell reports for
+a process killed by signal N (only HANGUP, INTERRUPTED and TERMINATED, which mean exactly that,
+live there), and 15 is what a process whose SIGTERM handler is Ray's exits with (Ray 2.54
+ray/_private/worker.py ``init``: ``def sigterm_handler(signum, frame): sys.exit(signum)``,
+installed by every ``ray.init`` from a main thread; the GPU wait and the health gate call it), so
+15 is reserved and the driver reads it, from a child it asked to stop, as that stop.
 """
 
 from __future__ import annotations
@@ -22,12 +29,16 @@ class ExitCode(enum.IntEnum):
     HEALTH_GATE_FAILED = 6       # the fabric or storage gate did not pass
     NO_RAY = 7                   # could not connect to Ray (GPU wait, gate)
     BEFORE_FIRST_STEP = 10       # the trainer failed before the attempt's first training step
-    RESTARTS_EXHAUSTED = 11      # lost workers max_restarts times
+    RESTARTS_EXHAUSTED = 11      # lost nodes max_restarts times
     DEADLINE = 12                # the run's time budget is spent; the trainer was stopped
     PREPARE_FAILED = 13          # data or model staging failed
-    TRAINER_NOT_FOUND = 15       # the trainer command or its working directory does not exist
+    TRAINER_NOT_FOUND = 14       # the trainer command or its working directory does not exist
     NOT_WRITABLE = 16            # the checkpoint or run directory cannot be written
     GPU_GANG_INFEASIBLE = 17     # the autoscaler can never provide the run's GPU nodes
+    WORKER_CRASHED = 18          # a worker process died while no node was lost (segfault, kill)
+    OUT_OF_MEMORY = 19           # host (Ray's memory monitor) or GPU (CUDA) out of memory
+    COLLECTIVE_TIMEOUT = 20      # a collective timed out while no node left: a hang
+    CRASH_LOOP = 21              # lost nodes again without a newer checkpoint: no progress
     HANGUP = 129                 # SIGHUP (CLI)
     INTERRUPTED = 130            # Ctrl-C (CLI)
     TERMINATED = 143             # SIGTERM: `ray job stop`, the RayJob deleted (driver, CLI)
@@ -40,6 +51,9 @@ STAGING = "staging"
 EXPORT = "export"                # jobs/head/export.py and the serving pod's check
 EVALUATE = "evaluation"          # jobs/head/evaluate.py
 CLI = "jobs CLI"
+
+# The exit status a process whose SIGTERM handler is Ray's returns (``sys.exit(signal.SIGTERM)``).
+RAY_SIGTERM_EXIT = 15
 
 USED_BY: dict[ExitCode, tuple[str, ...]] = {
     ExitCode.OK: (DRIVER, GPU_WAIT, GATE, STAGING, EXPORT, EVALUATE, CLI),
@@ -57,6 +71,10 @@ USED_BY: dict[ExitCode, tuple[str, ...]] = {
     ExitCode.TRAINER_NOT_FOUND: (DRIVER,),
     ExitCode.NOT_WRITABLE: (DRIVER,),
     ExitCode.GPU_GANG_INFEASIBLE: (DRIVER, GPU_WAIT, CLI),
+    ExitCode.CRASH_LOOP: (DRIVER,),
+    ExitCode.WORKER_CRASHED: (DRIVER,),
+    ExitCode.OUT_OF_MEMORY: (DRIVER,),
+    ExitCode.COLLECTIVE_TIMEOUT: (DRIVER,),
     ExitCode.HANGUP: (CLI,),
     ExitCode.INTERRUPTED: (CLI,),
     ExitCode.TERMINATED: (DRIVER, CLI),

@@ -2,7 +2,9 @@
 into the Ray job's log: names, shapes and parsers, shared by the run driver that writes them and
 the jobs CLI that reads them back (status, report, plot).
 
-    events.jsonl     one JSON object per stage boundary: {"time", "event", "attempt", "start", ...}
+    events.jsonl     one JSON object per stage boundary: {"time", "event", "attempt", "start", ...};
+                     among them one "recovery" per restart that reached its first new step
+                     (RECOVERY_FIELDS)
     restarts.jsonl   one JSON object per restart of the trainer
     tensorboard/attempt-<a>-start-<s>/   the trainer's TensorBoard files, one folder per start
 
@@ -88,9 +90,18 @@ class Restart:
     attempt: int
     start: int
 
+
+# The "recovery" event of a restart, written when the restarted trainer logs its first step:
+# seconds from the node loss (when the cluster marked the node dead, else the trainer's exit) to
+# the driver's decision, to the trainer's restart and to its first new step, and the steps the
+# restart computes again (the last step logged before the loss less the checkpoint resumed).
+RECOVERY_FIELDS = ("loss_at", "loss_source", "decision_s", "restart_s", "first_step_s",
+                   "backoff_s", "steps_redone", "resumed_from_step", "first_new_step")
+
 # Marker lines in the Ray job's log, read back by the jobs CLI (status, list).
 DRIVER_LOG_PREFIX = "[jobs.run]"
 RESTART_MARKER = f"{DRIVER_LOG_PREFIX} RESTART "
+RECOVERY_MARKER = f"{DRIVER_LOG_PREFIX} RECOVERY "
 GPU_WAIT_LOG_PREFIX = "[wait_for_gpus]"
 GPU_WAIT_TIMEOUT_MARKER = f"{GPU_WAIT_LOG_PREFIX} TIMEOUT"
 GPU_GANG_INFEASIBLE_MARKER = f"{GPU_WAIT_LOG_PREFIX} INFEASIBLE"
@@ -167,17 +178,27 @@ def parse_restart(row: dict[str, Any]) -> Restart | None:
                    plain_int(row.get("last_checkpoint_step"), 0, MAX_STEP), row["attempt"], row["start"])
 
 
-def restarts_from_log(text: str) -> list[dict[str, Any]]:
-    """The RESTART records a driver printed into its Ray job log (what the CLI can read)."""
+def marked_records(text: str, marker: str) -> list[dict[str, Any]]:
+    """The JSON records a driver printed after ``marker`` into its Ray job log."""
     found = []
     for line in text.splitlines():
-        at = line.find(RESTART_MARKER)
+        at = line.find(marker)
         if at < 0:
             continue
         try:
-            record = json.loads(line[at + len(RESTART_MARKER):])
+            record = json.loads(line[at + len(marker):])
         except ValueError:
             continue
         if isinstance(record, dict):
             found.append(record)
     return found
+
+
+def restarts_from_log(text: str) -> list[dict[str, Any]]:
+    """The RESTART records a driver printed into its Ray job log (what the CLI can read)."""
+    return marked_records(text, RESTART_MARKER)
+
+
+def recoveries_from_log(text: str) -> list[dict[str, Any]]:
+    """The RECOVERY records (RECOVERY_FIELDS) a driver printed into its Ray job log."""
+    return marked_records(text, RECOVERY_MARKER)

@@ -44,6 +44,7 @@ from jobs.contract.value_checks import (
     given,
     integer,
     list_of,
+    number,
     object_of,
     one_of,
     optional,
@@ -65,6 +66,25 @@ DEFAULT_STOP_GRACE_SECONDS = 120.0
 DEFAULT_BACKOFF_BASE_SECONDS = 30.0
 DEFAULT_BACKOFF_CAP_SECONDS = 600.0
 DEFAULT_GPU_POLL_SECONDS = 2.0
+# Node losses before a start's first training step (model load, vLLM start-up, the initial
+# validation) restarted in a row: a Spot node can go early, but not forever.
+DEFAULT_EARLY_NODE_LOSS_RETRIES = 2
+# How long the driver keeps asking Ray whether a node died, after a trainer start failed in a way
+# a leaving node could explain (a worker died, a collective failed) and no node was reported dead
+# yet. Observed on Ray 2.54.0 (tools/bench_recovery.py): a node whose raylet is killed outright
+# shows the trainer ActorUnavailableError ("The actor ... is unavailable: ... RpcError") within
+# about 4 s, and the GCS marks the node dead ("health check failed due to missing too many
+# heartbeats") about 15-18 s after the kill.
+DEFAULT_NODE_SETTLE_SECONDS = 30.0
+# How long Ray's job supervisor waits between the SIGTERM of `ray job stop` (or of a deleted
+# RayJob) and its SIGKILL: RAY_JOB_STOP_WAIT_TIME_S, read from the supervisor actor's environment
+# (Ray 2.54 dashboard/modules/job/job_supervisor.py, default 3 s), which carries the job's
+# runtime_env env_vars (job_manager.py _get_supervisor_runtime_env; tested for real in
+# tests/jobs/head/test_driver_ray.py). Every job's runtime env sets it (jobs/plan/render.py): the
+# trainer gets a SIGTERM it can act on (Ray's own handler in a framework process that called
+# ray.init: SystemExit, so atexit hooks and ray.shutdown run) and the driver records the stop.
+JOB_STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+JOB_STOP_WAIT_SECONDS = 30
 
 
 class RunPlanError(Exception):
@@ -104,6 +124,8 @@ class RunPlan:
     # test-split evaluation (jobs/head/evaluate.py); None: the stage does not run.
     export: Command | None = None
     evaluate: Command | None = None
+    early_node_loss_retries: int = DEFAULT_EARLY_NODE_LOSS_RETRIES
+    node_settle_seconds: float = DEFAULT_NODE_SETTLE_SECONDS
     version: int = PLAN_VERSION
 
     def to_json(self) -> str:
@@ -158,6 +180,8 @@ PLAN_FIELDS: dict[str, Check] = {
     "gpu_poll_seconds": seconds(3600),
     "health": optional(_health),
     "prune_checkpoints_keep": optional(integer(1, MAX_COUNT)),
+    "early_node_loss_retries": integer(0, MAX_COUNT),
+    "node_settle_seconds": number(low=0, high=3600),
 }
 REQUIRED_FIELDS = tuple(f.name for f in dataclasses.fields(RunPlan)
                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)

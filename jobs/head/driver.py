@@ -10,116 +10,94 @@ Stages, in order (the plan: jobs/contract/run_plan.py):
                run's GPUs are available on separate nodes (bounded by the plan's
                gpu_wait_seconds; jobs/head/gpu_wait.py); each trainer start records the nodes
                and their capacity sources;
-  3. [health]  the fabric/storage gate, when the plan has one (jobs/head/fabric_gate.py);
+  3. [health]  the fabric/storage gate, when the plan has one (jobs/head/fabric_gate.py): before
+               the attempt's first trainer start, and before a restart only when the GPU nodes
+               are not those of the last passing gate;
   4. [prune]   verl checkpoint pruning, when the plan asks (jobs/head/checkpoints.py);
-  5. trainer   the framework's command as a child process (no shell), resuming from the run's
-               checkpoint directory;
+  5. trainer   the framework's command, resuming from the run's checkpoint directory;
   6. after     once the trainer completed: the Hugging Face export and the GSM8K test-split
                evaluation, when the plan has them (jobs/head/export.py, jobs/head/evaluate.py),
                on the GPUs the run still holds; a failure there is recorded, not fatal;
-  7. restarts  after a lost worker (node preempted or repaired, NCCL/collective timeout, actor
-               died: jobs/head/failures.py) the driver waits for the GPUs again and restarts the
-               trainer, up to the plan's max_restarts with capped exponential backoff. It does not
-               restart what would fail again: a usage/config error, a failure before the
-               attempt's first training step, an exhausted budget, or an unclassified crash.
+  7. restarts  only on evidence of lost capacity: a node that died or was preempted while the
+               start ran (Ray's node-death text, or the cluster's record of a dead node:
+               jobs/head/failures.py, jobs/head/node_deaths.py). Then the driver waits (capped
+               exponential backoff, reset whenever the checkpoint advances), waits for the GPUs
+               again and restarts the trainer, at most max_restarts times, and only while
+               restarts make progress: a second restart from the same checkpoint is a crash loop
+               (exit 21); node losses before a start's first step are retried early_node_loss_retries
+               times in a row. A crash, an OOM, a hang, a configuration error is never restarted.
+
+Every stage but the driver's own bookkeeping runs as a child process in its own session that dies
+with the driver (jobs/head/children.py); nothing in this process calls ``ray.init``, whose SIGTERM
+handler (``sys.exit(signum)``, Ray 2.54 ray/_private/worker.py) would replace the driver's. A
+SIGTERM (``ray job stop``, the RayJob deleted) stops the running stage within Ray's kill window
+(RAY_JOB_STOP_WAIT_TIME_S) and is recorded (trainer_exit, driver_end) in every stage, exit 143.
 
 The time budget (plan.deadline_seconds = gke-grpo:job.activeDeadlineSeconds) counts from the
-first trainer start: at the deadline the trainer gets SIGTERM, then SIGKILL after
+attempt's first trainer start: at the deadline the trainer gets SIGTERM, then SIGKILL after
 stop_grace_seconds, and the driver exits with DEADLINE.
 
-Records, under the plan's run_dir (/data/runs/<run-id>/): events.jsonl (one JSON object per
-stage boundary) and restarts.jsonl (one per restart), jobs/contract/records.py. Each restart is
-also printed as one ``[jobs.run] RESTART {json}`` line: the jobs CLI reads it back from the Ray
-job's log (``jobs status`` / ``list``).
+A driver resubmitted with the same submission id (KubeRay's submitter resubmits after a head
+restart: the new head's job table is empty) finds the earlier drivers' records of its attempt
+and continues after them: a new start index (never an earlier TensorBoard folder), the same
+budget start and restart history, and the start the lost driver left open closed as
+``driver_lost``.
 
-Exit codes: jobs/contract/exit_codes.py (the Ray job FAILS with the driver's exit code).
+Records, under the plan's run_dir (/data/runs/<run-id>/): events.jsonl and restarts.jsonl
+(jobs/contract/records.py); each restart is also printed as one ``[jobs.run] RESTART {json}``
+line, and its recovery (seconds from the node loss to the decision, the restart and the first new
+step; steps redone) as ``[jobs.run] RECOVERY {json}``: the jobs CLI reads both from the log.
 
-Nothing here deletes a checkpoint but verl's pruning of old ``global_step_*`` directories the
-plan asks for; the only other file the driver removes is its own write probe. Standard library
-only (plus the ``ray`` CLI/SDK the child stages use): this runs in the framework image, without
-Pulumi, GPUs or this repository's components/ and tools/.
+Exit codes: jobs/contract/exit_codes.py (the Ray job FAILS with the driver's exit code). Nothing
+here deletes a checkpoint but verl's pruning of old ``global_step_*`` directories the plan asks
+for; the only other file the driver removes is its own write probe. Standard library only: this
+runs in the framework image, without Pulumi, GPUs or this repository's components/ and tools/.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
 import math
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import Any, TextIO
 
-from jobs.contract.capacity import PLACEMENT_FILE
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.health import GateResult
-from jobs.contract.records import DRIVER_LOG_PREFIX, RESTART_MARKER, TENSORBOARD_ENV, tensorboard_dir
-from jobs.contract.run_plan import PLAN_PATH, Command, RunPlan, RunPlanError, load_plan
+from jobs.contract.health import HEALTH_FILE
+from jobs.contract.records import (
+    DRIVER_LOG_PREFIX,
+    RECOVERY_MARKER,
+    RESTART_MARKER,
+    TENSORBOARD_ENV,
+    tensorboard_dir,
+)
+from jobs.contract.run_plan import Command, RunPlan
 from jobs.head.checkpoints import check_writable, last_checkpoint_step
-from jobs.head.failures import REASON_EXIT, Reason, TrainerOutput, backoff_seconds, classify
-from jobs.head.run_records import Records
+from jobs.head.children import CANNOT_START, spawn, stop_grace, stop_group, was_sigterm
+from jobs.head.driver_hooks import DefaultHooks, Hooks
+from jobs.head.failures import (
+    REASON_EXIT,
+    DeadNode,
+    Reason,
+    RestartPolicy,
+    TrainerOutput,
+    backoff_seconds,
+    classify,
+)
+from jobs.head.run_records import PreviousDrivers, Records, previous_drivers
 
 PREFIX = DRIVER_LOG_PREFIX
-# Ray 2.54 gives a job's entrypoint its JobConfig, with the submission id in the metadata
-# (ray/dashboard/modules/job/job_supervisor.py `_get_driver_env_vars`: RAY_JOB_CONFIG_JSON_ENV_VAR
-# = {"runtime_env", "metadata": {"job_submission_id": ..., ...}}).
-RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
-# How long a driver whose plan names another run waits for the mounted ConfigMap to catch up
-# (the kubelet refreshes ConfigMap volumes within about a minute after `pulumi up`).
-PLAN_REFRESH_SECONDS = 180.0
-
-
-# ---- hooks ------------------------------------------------------------------------------------
-
-class Hooks(Protocol):
-    """What the driver calls outside itself; tests inject fakes, the defaults are below."""
-
-    def wait_for_gpus(self, plan: RunPlan, timeout: float) -> int: ...
-
-    def fabric_gate(self, plan_health: dict, nodes: int, gpus_per_node: int,
-                    run_dir: Path) -> GateResult: ...
-
-    def prune_checkpoints(self, checkpoint_dir: Path, keep: int) -> list[Path]: ...
-
-
-class DefaultHooks:
-    def hold_gpus(self, plan: RunPlan):
-        """Ask for the whole gang and hold it (a child process; jobs/head/gpu_gang.py); the
-        returned holder's release() clears the request."""
-        from jobs.head.gpu_gang import GangHolder
-        return GangHolder.start(math.ceil(plan.gpus / plan.gpus_per_node), plan.gpus_per_node)
-
-    def wait_for_gpus(self, plan: RunPlan, timeout: float) -> int:
-        argv = [sys.executable, "-m", "jobs.head.gpu_wait", "--gpus", str(plan.gpus),
-                "--gpus-per-node", str(plan.gpus_per_node),
-                "--timeout-seconds", str(max(timeout, 1.0)),
-                "--poll-seconds", str(plan.gpu_poll_seconds), "--check-gang",
-                "--placement-file", str(Path(plan.run_dir) / PLACEMENT_FILE)]
-        return subprocess.run(argv).returncode
-
-    def gpu_placement(self, plan: RunPlan) -> dict:
-        """The nodes and capacity sources the last GPU wait found ({} if unknown)."""
-        try:
-            return json.loads((Path(plan.run_dir) / PLACEMENT_FILE).read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def fabric_gate(self, plan_health, nodes, gpus_per_node, run_dir):
-        from jobs.head.fabric_gate import fabric_gate
-        return fabric_gate(plan_health, nodes, gpus_per_node, run_dir)
-
-    def prune_checkpoints(self, checkpoint_dir, keep):
-        from jobs.head.checkpoints import prune_verl_checkpoints
-        return prune_verl_checkpoints(checkpoint_dir, keep)
+# Node deaths this long before a start's trainer_start still count for it (clock skew between
+# the GCS's record and this process; a node marked dead just before the start did hurt it).
+DEATH_SLACK_SECONDS = 5.0
+NODE_QUERY_EVERY_SECONDS = 5.0
 
 
 # ---- the trainer --------------------------------------------------------------------------------
@@ -128,28 +106,49 @@ class DefaultHooks:
 class TrainerRun:
     exit_code: int
     output: TrainerOutput
+    started_at: float                  # epoch seconds
+    ended_at: float
     deadline_hit: bool = False
     terminated: bool = False
+
+
+@dataclass
+class PendingRecovery:
+    """A restart on its way: completed (and recorded) when the restarted trainer logs a step."""
+    restart: int
+    from_start: int
+    loss_at: float
+    loss_source: str
+    decided_at: float
+    backoff_s: float
+    last_step: int | None
+    resumed_from_step: int | None
+    restarted_at: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Driver:
     def __init__(self, plan: RunPlan, *, attempt: int, hooks: Hooks | None = None,
                  out: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] | None = None):
         self.plan = plan
         self.attempt = attempt
         self.hooks = hooks or DefaultHooks()
         self.out = out or sys.stdout
         self.clock = clock
-        self.sleep = sleep
         self.run_dir = Path(plan.run_dir)
         self.records = Records(self.run_dir, attempt)
         self.start = 0
         self.first_trainer_start: float | None = None
         self.attempt_saw_step = False
         self.stop_requested = threading.Event()
-        self._not_found = ""
-        self._gang = None      # the held GPU gang request (jobs/head/gpu_gang.py GangHolder)
+        # Waiting (backoff, the node query's settling) ends early on a stop; tests pass a sleep.
+        self.sleep = sleep or self.stop_requested.wait
+        self.policy = RestartPolicy(plan.max_restarts, plan.early_node_loss_retries)
+        self.gated = False
+        self.pending: PendingRecovery | None = None
+        self.exit_code: int | None = None
+        self.gang = None      # the held GPU gang request (jobs/head/gpu_gang.py GangHolder)
 
     def say(self, text: str) -> None:
         print(f"{PREFIX} {text}", file=self.out, flush=True)
@@ -164,147 +163,210 @@ class Driver:
         at = self.deadline_at()
         return math.inf if at is None else at - self.clock()
 
+    # -- the one way out ---------------------------------------------------------------------
     def release_gpus(self) -> dict:
         """Clear the gang request (idempotent): the GPU workers idle out after the run. What
         driver_end records of it ({} when no gang was held)."""
-        gang, self._gang = self._gang, None
+        gang, self.gang = self.gang, None
         return {} if gang is None else {"gpu_release_exit_code": gang.release()}
 
     def end(self, code: ExitCode, message: str) -> int:
+        """Every exit of the driver: the gang released, one driver_end record, one last line,
+        the exit code."""
+        if self.exit_code is not None:
+            return self.exit_code
+        self.exit_code = int(code)
         released = self.release_gpus()
         self.say(f"{'done' if code == ExitCode.OK else 'FAILED'} (exit {int(code)} "
                  f"{code.name}): {message}")
         self.records.event("driver_end", self.start, exit_code=int(code), message=message,
                            **released)
-        return int(code)
+        return self.exit_code
+
+    def stopped(self, stage: str, child_exit: int | None = None) -> int:
+        """A stop (SIGTERM) outside the trainer: recorded as the start's trainer_exit too, so
+        every start index that began ends in the record."""
+        self.records.event("trainer_exit", self.start, exit_code=child_exit, stage=stage,
+                           reason=Reason.TERMINATED.value,
+                           last_checkpoint_step=last_checkpoint_step(self.plan.checkpoint_dir))
+        return self.end(ExitCode.TERMINATED, f"stopped (SIGTERM) during {stage}")
+
+    def stop_seen(self, code: int | None) -> bool:
+        """Whether a stop was requested; a child that died of the same SIGTERM can be seen
+        before the driver's handler ran, so such an exit waits a moment for it."""
+        if self.stop_requested.is_set():
+            return True
+        return was_sigterm(code) and self.stop_requested.wait(1.0)
+
+    # -- children ----------------------------------------------------------------------------
+    def run_child(self, argv: Sequence[str], *, capture: bool = False, cwd: str | None = None,
+                  env: dict[str, str] | None = None) -> tuple[int, str]:
+        """Run a stage's command as a child; a stop ends it within Ray's window."""
+        try:
+            proc = spawn(argv, cwd=cwd, env=env, stdout=subprocess.PIPE if capture else None,
+                         text=capture)
+        except OSError as exc:
+            self.say(f"cannot start {argv[0]}: {exc.strerror or exc}")
+            return CANNOT_START, ""
+        captured: list[str] = []
+        reader = None
+        if capture and proc.stdout is not None:
+            stream = proc.stdout
+            reader = threading.Thread(target=lambda: captured.extend(stream), daemon=True)
+            reader.start()
+        while True:
+            try:
+                proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if self.stop_requested.is_set():
+                stop_group(proc, stop_grace())
+                break
+        if reader is not None:
+            reader.join(timeout=5)
+        return proc.returncode, "".join(captured)
 
     # -- stages ------------------------------------------------------------------------------
     def run(self) -> int:
         plan = self.plan
-        self.records.event("driver_start", 0, run_id=plan.run_id, pid=os.getpid())
+        previous = previous_drivers(self.run_dir, self.attempt)
+        self.resume_after(previous)
+        self.records.event("driver_start", self.start, run_id=plan.run_id, pid=os.getpid(),
+                           resumed=previous.found)
         self.say(f"run {plan.run_id}, attempt {self.attempt}: plan has {plan.gpus} GPUs, "
                  f"max {plan.max_restarts} restarts, budget "
-                 f"{'none' if plan.deadline_seconds is None else f'{plan.deadline_seconds:.0f}s'}")
-        ended = self._checks_and_staging()
-        if ended is not None:
-            return ended
-
-        restarts = 0
-        while True:
+                 f"{'none' if plan.deadline_seconds is None else f'{plan.deadline_seconds:.0f}s'}"
+                 + (f"; continuing after {previous.drivers} earlier driver(s) of this attempt "
+                    f"at start {self.start}" if previous.found else ""))
+        ended = self.checks_and_staging()
+        while ended is None:
             if self.stop_requested.is_set():
-                return self.end(ExitCode.TERMINATED, "stopped (SIGTERM) before the trainer started")
-            ended = self._gpus_and_gates()   # the driver's exit code once it ended, else None
+                return self.stopped("the wait before the trainer")
+            ended = self.gpus_and_gates()   # the driver's exit code once it ended, else None
             if ended is not None:
                 return ended
-            result = self._run_trainer()
-            if result is None:
-                return self.end(ExitCode.TRAINER_NOT_FOUND, self._not_found)
-            reason, evidence = classify(result.exit_code, result.output,
-                                        attempt_saw_step=self.attempt_saw_step,
-                                        deadline_hit=result.deadline_hit,
-                                        terminated=result.terminated)
-            self.attempt_saw_step |= result.output.steps > 0
-            step = last_checkpoint_step(plan.checkpoint_dir)
-            self.records.event("trainer_exit", self.start, exit_code=result.exit_code,
-                               reason=reason.value, last_checkpoint_step=step)
-            if reason == Reason.DEADLINE:
-                self.records.event("deadline", self.start, deadline_seconds=plan.deadline_seconds)
-                return self.end(ExitCode.DEADLINE, (
-                    f"the run's time budget (gke-grpo:job.activeDeadlineSeconds = "
-                    f"{plan.deadline_seconds:.0f}s from the first trainer start) is spent: trainer "
-                    f"stopped; last checkpointed step {step if step is not None else 'none'}"))
-            if reason == Reason.COMPLETED:
-                evidence += self._after_training()
-            if reason != Reason.LOST_WORKER:
-                return self.end(REASON_EXIT[reason], f"{reason.value}: {evidence}" + (
-                    "; not retried (it would fail again)"
-                    if reason in (Reason.USAGE_ERROR, Reason.BEFORE_FIRST_STEP, Reason.TRAINER_FAILED)
-                    else ""))
-            if restarts >= plan.max_restarts:
-                return self.end(ExitCode.RESTARTS_EXHAUSTED, (
-                    f"lost workers again after {restarts} restarts (gke-grpo:job.maxRestarts = "
-                    f"{plan.max_restarts}): {evidence}"))
-            restarts += 1
-            record = self.records.restart(reason=reason.value, exit_code=result.exit_code,
-                                          last_checkpoint_step=step, start=self.start)
-            print(RESTART_MARKER + json.dumps(record, sort_keys=True), file=self.out, flush=True)
-            delay = backoff_seconds(restarts, plan.backoff_base_seconds, plan.backoff_cap_seconds)
-            self.say(f"restart {restarts}/{plan.max_restarts} after a lost worker ({evidence}); "
-                     f"resuming from step {step if step is not None else 'none'} in {delay:.0f}s")
-            if delay >= self.remaining():
-                self.records.event("deadline", self.start, deadline_seconds=plan.deadline_seconds)
-                return self.end(ExitCode.DEADLINE, "the run's time budget ends before the "
-                                "next restart could start")
-            self.sleep(delay)
-            self.start += 1
+            result = self.run_trainer()
+            if result is None:               # it could not start: the driver has ended
+                return self.exit_code if self.exit_code is not None else int(ExitCode.FAILED)
+            ended = self.after_trainer(result)
+        return ended
 
-    def _checks_and_staging(self) -> int | None:
-        """What runs once per attempt, before the first GPU wait; the driver's exit code once it
-        ended, else None."""
+    def resume_after(self, previous: PreviousDrivers) -> None:
+        """Continue after the earlier drivers of this attempt (a resubmission)."""
+        if not previous.found:
+            return
+        self.start = previous.next_start
+        if previous.first_trainer_start is not None:
+            self.first_trainer_start = self.clock() - max(0.0, time.time() - previous.first_trainer_start)
+        self.policy = RestartPolicy.resumed(self.plan.max_restarts, self.plan.early_node_loss_retries,
+                                            previous.restarts)
+        self.attempt_saw_step = previous.saw_step
+        if previous.unfinished_start is not None:
+            seen = previous.unfinished_last_seen
+            self.records.event("trainer_exit", previous.unfinished_start, at=seen, exit_code=None,
+                               reason="driver_lost", estimated=True,
+                               last_checkpoint_step=last_checkpoint_step(self.plan.checkpoint_dir))
+        if previous.unended:
+            self.records.event("driver_lost", previous.unended_start, at=previous.last_seen)
+
+    def checks_and_staging(self) -> int | None:
+        """What runs once per driver, before the first GPU wait; the exit code once it ended."""
         plan = self.plan
         problem = check_writable(plan.checkpoint_dir)
         if problem:
             return self.end(ExitCode.NOT_WRITABLE, f"checkpoint directory {problem}")
         # Before any staging or GPU wait: a trainer that cannot start would only fail later.
-        problem = self._trainer_missing()
+        problem = self.trainer_missing()
         if problem:
             return self.end(ExitCode.TRAINER_NOT_FOUND, problem)
-
         if plan.prepare is not None:
-            self.records.event("prepare_start", 0)
-            code = self._run_stage(plan.prepare)
-            self.records.event("prepare_end", 0, exit_code=code)
+            self.records.event("prepare_start", self.start)
+            code = self.run_stage(plan.prepare)
+            self.records.event("prepare_end", self.start, exit_code=code)
+            if self.stop_seen(code):
+                return self.stopped("data and model staging", code)
             if code != 0:
                 return self.end(ExitCode.PREPARE_FAILED,
                                 f"data/model staging exited {code} (see its lines above)")
         return None
 
-    def _gpus_and_gates(self) -> int | None:
+    def gpu_wait(self) -> int | None:
+        """The GPU wait stage (one hook); the exit code once the driver ended, else None."""
         plan = self.plan
         timeout = min(plan.gpu_wait_seconds, self.remaining())
         hold = getattr(self.hooks, "hold_gpus", None)
-        if self._gang is None and hold is not None:
+        if self.gang is None and hold is not None:
             try:
-                self._gang = hold(plan)
+                self.gang = hold(plan)
             except OSError as exc:    # the holder could not start: wait for what is there
                 self.say(f"cannot ask the autoscaler for the GPU gang: {exc.strerror or exc}")
             else:
                 self.records.event("gpu_request", self.start, gpus=plan.gpus,
                                    gpus_per_node=plan.gpus_per_node)
         self.records.event("gpu_wait_start", self.start, gpus=plan.gpus)
-        code = self.hooks.wait_for_gpus(plan, timeout)
+        code = self.hooks.wait_for_gpus(plan, timeout, self.run_child)
         self.records.event("gpu_wait_end", self.start, exit_code=code)
-        if code != 0:
-            if code == ExitCode.GPU_GANG_INFEASIBLE:
-                return self.end(ExitCode.GPU_GANG_INFEASIBLE, "the Ray autoscaler can never "
-                                f"provide the run's {plan.gpus} GPUs ({plan.gpus_per_node} per "
-                                "node): see the GPU wait's lines above")
-            if self.remaining() <= 0:
-                return self.end(ExitCode.DEADLINE, "the run's time budget ran out while "
-                                "waiting for the GPUs")
-            return self.end(ExitCode.GPU_WAIT_TIMEOUT if code == ExitCode.GPU_WAIT_TIMEOUT else ExitCode.FAILED,
-                            f"the GPU wait exited {code}: the {plan.gpus} GPUs did not become "
-                            f"available within {timeout:.0f}s")
+        if self.stop_seen(code):
+            return self.stopped("the GPU wait", code)
+        if code == 0:
+            return None
+        if code == ExitCode.GPU_GANG_INFEASIBLE:
+            return self.end(ExitCode.GPU_GANG_INFEASIBLE, "the Ray autoscaler can never "
+                            f"provide the run's {plan.gpus} GPUs ({plan.gpus_per_node} per "
+                            "node): see the GPU wait's lines above")
+        if self.remaining() <= 0:
+            return self.end(ExitCode.DEADLINE, "the run's time budget ran out while waiting "
+                            "for the GPUs")
+        return self.end(ExitCode.GPU_WAIT_TIMEOUT if code == ExitCode.GPU_WAIT_TIMEOUT else ExitCode.FAILED,
+                        f"the GPU wait exited {code}: the {plan.gpus} GPUs did not become "
+                        f"available within {timeout:.0f}s")
+
+    def gpus_and_gates(self) -> int | None:
+        plan = self.plan
+        ended = self.gpu_wait()
+        if ended is not None:
+            return ended
         if plan.health is not None:
-            self.records.event("health_start", self.start)
-            try:
-                gate = self.hooks.fabric_gate(plan.health, plan.gpus // max(plan.gpus_per_node, 1),
-                                              plan.gpus_per_node, self.run_dir)
-            except Exception as exc:
-                self.records.event("health_end", self.start, passed=False)
-                return self.end(ExitCode.HEALTH_GATE_FAILED,
-                                f"health gate could not run: {type(exc).__name__}: {exc}")
-            self.records.event("health_end", self.start, passed=bool(gate.passed))
-            if not gate.passed:
-                return self.end(ExitCode.HEALTH_GATE_FAILED, f"health gate: {gate.message}")
+            ended = self.health_gate()
+            if ended is not None:
+                return ended
         if plan.prune_checkpoints_keep is not None and plan.framework == "verl":
             removed = self.hooks.prune_checkpoints(Path(plan.checkpoint_dir), plan.prune_checkpoints_keep)
             self.records.event("checkpoint_prune", self.start, removed=[str(p) for p in removed])
         return None
 
-    def _after_training(self) -> str:
+    def health_gate(self) -> int | None:
+        launched = time.time()
+        self.records.event("health_start", self.start, reuse_on_same_nodes=self.gated)
+        problem: str | None = None
+        try:
+            code = self.hooks.fabric_gate(self.plan, self.run_dir, self.gated, self.run_child)
+        except OSError as exc:
+            code, problem = int(ExitCode.HEALTH_GATE_FAILED), f"{type(exc).__name__}: {exc}"
+        doc = self.health_result()
+        reused = code == 0 and isinstance(doc.get("started"), (int, float)) and doc["started"] < launched
+        self.records.event("health_end", self.start, passed=code == 0, exit_code=code, reused=reused)
+        if self.stop_seen(code):
+            return self.stopped("the health gate", code)
+        if code != 0:
+            if problem is None and code in (ExitCode.HEALTH_GATE_FAILED,) and doc.get("message"):
+                return self.end(ExitCode.HEALTH_GATE_FAILED, f"health gate: {doc['message']}")
+            return self.end(ExitCode.HEALTH_GATE_FAILED, f"health gate could not run (exit {code})"
+                            + (f": {problem}" if problem else ""))
+        self.gated = True
+        return None
+
+    def health_result(self) -> dict[str, Any]:
+        try:
+            doc = json.loads((self.run_dir / HEALTH_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def after_training(self) -> str:
         """The plan's export and evaluation after a completed trainer, while the run still holds
-        its GPUs (child processes: the driver itself never connects to Ray). Their failure does
+        its GPUs (stoppable children: the driver itself never connects to Ray). Their failure does
         not fail the trained run: it is recorded and said, and `jobs export` redoes it."""
         said = []
         for name, command in (("export", self.plan.export), ("evaluate", self.plan.evaluate)):
@@ -314,20 +376,16 @@ class Driver:
                 said.append(f"{name} not run (stopped)")
                 continue
             self.records.event(f"{name}_start", self.start)
-            code = self._run_stage(command)
+            code = self.run_stage(command)
             self.records.event(f"{name}_end", self.start, exit_code=code)
             said.append(f"{name} {'done' if code == 0 else f'FAILED (exit {code})'}")
         return f"; {', '.join(said)}" if said else ""
 
-    def _run_stage(self, command: Command) -> int:
-        try:
-            return subprocess.run(list(command.argv), cwd=command.cwd,
-                                  env={**os.environ, **command.env}).returncode
-        except OSError as exc:
-            self.say(f"cannot start {command.argv[0]}: {exc.strerror or exc}")
-            return 127
+    def run_stage(self, command: Command) -> int:
+        return self.run_child(list(command.argv), cwd=command.cwd,
+                              env={**os.environ, **command.env})[0]
 
-    def _trainer_missing(self) -> str | None:
+    def trainer_missing(self) -> str | None:
         trainer = self.plan.trainer
         if trainer.cwd is not None and not Path(trainer.cwd).is_dir():
             return f"the trainer's working directory {trainer.cwd} does not exist"
@@ -341,31 +399,26 @@ class Driver:
             return f"the trainer command {program!r} is not on the PATH"
         return None
 
-    def _trainer_env(self) -> dict[str, str]:
-        tensorboard = tensorboard_dir(self.run_dir, self.attempt, self.start)
-        return {**os.environ, **self.plan.trainer.env, TENSORBOARD_ENV: tensorboard}
-
-    def _run_trainer(self) -> TrainerRun | None:
+    # -- the trainer -------------------------------------------------------------------------
+    def run_trainer(self) -> TrainerRun | None:
+        """One trainer start; None when it could not start (the driver has ended)."""
         trainer = self.plan.trainer
-        if trainer.cwd is not None and not Path(trainer.cwd).is_dir():
-            self._not_found = f"the trainer's working directory {trainer.cwd} does not exist"
+        problem = self.trainer_missing()
+        if problem:
+            self.end(ExitCode.TRAINER_NOT_FOUND, problem)
             return None
         if self.first_trainer_start is None:
             self.first_trainer_start = self.clock()
+        started_at = time.time()
+        if self.pending is not None:
+            self.pending.restarted_at = started_at
         placement = getattr(self.hooks, "gpu_placement", None)
-        self.records.event("trainer_start", self.start, argv0=trainer.argv[0],
+        self.records.event("trainer_start", self.start, at=started_at, argv0=trainer.argv[0],
+                           resumed_from_step=last_checkpoint_step(self.plan.checkpoint_dir),
                            **(placement(self.plan) if placement is not None else {}))
-        try:
-            proc = subprocess.Popen(list(trainer.argv), cwd=trainer.cwd, env=self._trainer_env(),
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", bufsize=1,
-                                    start_new_session=True)
-        except OSError as exc:
-            self._not_found = f"the trainer command {trainer.argv[0]!r} cannot be started: " \
-                              f"{exc.strerror or exc}"
-            self.records.event("trainer_exit", self.start, exit_code=127,
-                               reason="trainer_not_found", last_checkpoint_step=None)
-            return None
+        tensorboard = tensorboard_dir(self.run_dir, self.attempt, self.start)
+        proc = spawn(trainer.argv, cwd=trainer.cwd, stdout=subprocess.PIPE, text=True,
+                     env={**os.environ, **trainer.env, TENSORBOARD_ENV: tensorboard})
         output = TrainerOutput()
         stdout = proc.stdout
         if stdout is None:    # impossible: stdout=PIPE
@@ -375,7 +428,9 @@ class Driver:
             for line in stdout:
                 self.out.write(line)
                 self.out.flush()
-                output.feed(line)
+                step = output.feed(line)
+                if step is not None and output.steps == 1:
+                    self.first_step(step)
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
@@ -388,112 +443,135 @@ class Driver:
                 pass
             if self.stop_requested.is_set():
                 terminated = True
-                self._stop(proc, grace=2.0)
+                stop_group(proc, stop_grace())
                 break
             if self.remaining() <= 0:
                 deadline_hit = True
                 self.say(f"the time budget ({self.plan.deadline_seconds:.0f}s) is spent: stopping "
                          f"the trainer (SIGTERM, SIGKILL after {self.plan.stop_grace_seconds:.0f}s)")
-                self._stop(proc, grace=self.plan.stop_grace_seconds)
+                stop_group(proc, self.plan.stop_grace_seconds)
                 break
         reader.join(timeout=5)
+        ended_at = time.time()
+        if proc.returncode == CANNOT_START and output.tail and output.tail[-1].startswith("cannot start "):
+            self.records.event("trainer_exit", self.start, exit_code=CANNOT_START,
+                               reason="trainer_not_found", last_checkpoint_step=None)
+            self.end(ExitCode.TRAINER_NOT_FOUND, f"the trainer {output.tail[-1]}")
+            return None
         # `ray job stop` signals the driver AND every descendant at once (Ray 2.54
         # dashboard/modules/job/job_supervisor.py: [job_process] + children(recursive=True)), so
         # the trainer often exits from that same SIGTERM before the loop above sees the request:
         # its exit is then the stop, not a failure of the trainer.
-        terminated = terminated or self.stop_requested.is_set()
-        return TrainerRun(exit_code=proc.returncode, output=output,
-                          deadline_hit=deadline_hit, terminated=terminated)
+        terminated = terminated or self.stop_seen(proc.returncode)
+        return TrainerRun(exit_code=proc.returncode, output=output, started_at=started_at,
+                          ended_at=ended_at, deadline_hit=deadline_hit, terminated=terminated)
 
-    @staticmethod
-    def _stop(proc: subprocess.Popen, grace: float) -> None:
-        """SIGTERM the trainer's process group, SIGKILL it after ``grace`` seconds."""
-        def signal_group(sig):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-        signal_group(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace)
-        signal_group(signal.SIGKILL)   # whatever of the group is left
-        proc.wait()
+    def first_step(self, step: int) -> None:
+        """The start's first step line (from the trainer's output thread): recorded, and the
+        recovery of the restart that led here completed."""
+        now = time.time()
+        self.records.event("first_step", self.start, at=now, step=step)
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        restarted = pending.restarted_at or now
+        redone = None
+        if pending.last_step is not None:
+            redone = max(0, pending.last_step - (pending.resumed_from_step or 0))
+        record = {"restart": pending.restart, "from_start": pending.from_start,
+                  "loss_at": round(pending.loss_at, 3), "loss_source": pending.loss_source,
+                  "decision_s": round(pending.decided_at - pending.loss_at, 3),
+                  "restart_s": round(restarted - pending.loss_at, 3),
+                  "first_step_s": round(now - pending.loss_at, 3),
+                  "backoff_s": round(pending.backoff_s, 3), "steps_redone": redone,
+                  "resumed_from_step": pending.resumed_from_step, "first_new_step": step,
+                  **pending.extra}
+        self.records.event("recovery", self.start, at=now, **record)
+        print(RECOVERY_MARKER + json.dumps({"attempt": self.attempt, "start": self.start, **record},
+                                           sort_keys=True), file=self.out, flush=True)
 
+    def dead_nodes_since(self, result: TrainerRun) -> list[DeadNode]:
+        """The nodes the cluster reports dead since this start began. When the trainer's text
+        could be a node leaving and none is reported yet, asks again for a while: a deleted
+        pod's workers can die before the GCS marks its node dead."""
+        since = result.started_at - DEATH_SLACK_SECONDS
+        output = result.output
+        settle = self.plan.node_settle_seconds if output.may_be_node_loss and not output.node_death else 0.0
+        give_up = time.monotonic() + settle
+        while True:
+            nodes, problem = self.hooks.dead_nodes(since, self.run_child)
+            if problem:
+                self.say(f"node query: {problem}")
+            dead = [n for n in nodes if n.died_at is not None and n.died_at >= since]
+            if dead or time.monotonic() >= give_up or self.stop_requested.is_set():
+                return dead
+            self.say(f"no node reported dead yet; asking Ray again for up to "
+                     f"{give_up - time.monotonic():.0f}s (a node that is leaving is marked dead late)")
+            self.sleep(NODE_QUERY_EVERY_SECONDS)
 
-# ---- entry point ------------------------------------------------------------------------------
-
-def submission_id_from_env(environ=os.environ) -> str | None:
-    try:
-        config = json.loads(environ.get(RAY_JOB_CONFIG_ENV, "") or "{}")
-    except ValueError:
+    def after_trainer(self, result: TrainerRun) -> int | None:
+        """Classify the start, record it, and restart or end; the exit code once ended."""
+        plan, output = self.plan, result.output
+        ordinary = (result.exit_code == 0 or result.terminated or result.deadline_hit
+                    or result.exit_code == 2 or output.usage)
+        dead = [] if ordinary else self.dead_nodes_since(result)
+        reason, evidence = classify(result.exit_code, output, attempt_saw_step=self.attempt_saw_step,
+                                    dead_nodes=tuple(dead), deadline_hit=result.deadline_hit,
+                                    terminated=result.terminated or self.stop_requested.is_set())
+        trained = output.steps > 0
+        self.attempt_saw_step |= trained
+        if self.pending is not None:    # the restart led to a start that never logged a step
+            pending, self.pending = self.pending, None
+            self.records.event("recovery", self.start, restart=pending.restart, from_start=pending.from_start,
+                               loss_at=round(pending.loss_at, 3), loss_source=pending.loss_source,
+                               decision_s=round(pending.decided_at - pending.loss_at, 3),
+                               restart_s=round((pending.restarted_at or result.started_at) - pending.loss_at, 3),
+                               first_step_s=None, backoff_s=round(pending.backoff_s, 3), steps_redone=None,
+                               resumed_from_step=pending.resumed_from_step, first_new_step=None,
+                               outcome=f"the restarted start ended before a step ({reason.value})")
+        step = last_checkpoint_step(plan.checkpoint_dir)
+        self.records.event("trainer_exit", self.start, at=result.ended_at, exit_code=result.exit_code,
+                           reason=reason.value, last_checkpoint_step=step, last_step=output.last_step,
+                           evidence=evidence[:600], lost_nodes=[n.node_id for n in dead])
+        if reason == Reason.DEADLINE:
+            self.records.event("deadline", self.start, deadline_seconds=plan.deadline_seconds)
+            return self.end(ExitCode.DEADLINE, (
+                f"the run's time budget (gke-grpo:job.activeDeadlineSeconds = "
+                f"{plan.deadline_seconds:.0f}s from the first trainer start) is spent: trainer "
+                f"stopped; last checkpointed step {step if step is not None else 'none'}"))
+        if reason == Reason.TERMINATED:
+            return self.end(ExitCode.TERMINATED, "stopped (SIGTERM) while the trainer ran; it "
+                            f"resumes from checkpoint step {step if step is not None else 'none'}")
+        if reason == Reason.COMPLETED:
+            evidence += self.after_training()
+        if reason != Reason.NODE_LOST:
+            return self.end(REASON_EXIT[reason], f"{reason.value}: {evidence}" + (
+                "" if reason == Reason.COMPLETED else "; not restarted (no node was lost: it "
+                "would fail again)"))
+        refused, why = self.policy.decide(trained=trained, checkpoint=step)
+        if refused is not None:
+            return self.end(refused, f"{why}; last loss: {evidence}")
+        deaths = [n.died_at for n in dead if n.died_at is not None]
+        loss_at, source = (min(deaths), "node marked dead") if deaths else (result.ended_at, "trainer exit")
+        delay = backoff_seconds(self.policy.since_progress, plan.backoff_base_seconds,
+                                plan.backoff_cap_seconds)
+        record = self.records.restart(
+            reason=reason.value, exit_code=result.exit_code, last_checkpoint_step=step,
+            start=self.start, trained=trained, last_step=output.last_step, evidence=evidence[:600],
+            lost_nodes=[n.node_id for n in dead], loss_at=round(loss_at, 3), backoff_s=delay)
+        print(RESTART_MARKER + json.dumps(record, sort_keys=True), file=self.out, flush=True)
+        self.say(f"restart {self.policy.restarts}/{plan.max_restarts} after a lost node ({evidence}); "
+                 f"resuming from step {step if step is not None else 'none'} in {delay:.0f}s")
+        if delay >= self.remaining():
+            self.records.event("deadline", self.start, deadline_seconds=plan.deadline_seconds)
+            return self.end(ExitCode.DEADLINE, "the run's time budget ends before the next restart "
+                            "could start")
+        self.pending = PendingRecovery(
+            restart=self.policy.restarts, from_start=self.start, loss_at=loss_at, loss_source=source,
+            decided_at=time.time(), backoff_s=delay, last_step=output.last_step,
+            resumed_from_step=step)
+        self.sleep(delay)
+        if self.stop_requested.is_set():
+            return self.stopped("the backoff before a restart")
+        self.start += 1
         return None
-    return (config.get("metadata") or {}).get("job_submission_id") or None
-
-
-def attempt_of(plan: RunPlan, submission_id: str | None) -> int | None:
-    """The attempt number of this Ray job if its submission id belongs to the plan's run
-    (``<run_id>-attempt-<n>``, jobs.contract.spec.GrpoSpec.submission_id), the plan's own attempt when
-    there is no submission id (run by hand), None when the id names another run."""
-    if not submission_id:
-        return plan.attempt
-    match = re.fullmatch(re.escape(plan.run_id) + r"-attempt-(\d+)", submission_id)
-    return int(match.group(1)) if match else None
-
-
-def load_matching_plan(path: str, submission_id: str | None, wait_seconds: float,
-                       sleep: Callable[[float], None] = time.sleep,
-                       clock: Callable[[], float] = time.monotonic) -> tuple[RunPlan, int]:
-    """The plan and this job's attempt number; waits (bounded) for a mounted plan that still
-    names the previous run; RunPlanError otherwise."""
-    started = clock()
-    while True:
-        plan = load_plan(path)
-        attempt = attempt_of(plan, submission_id)
-        if attempt is not None:
-            return plan, attempt
-        if clock() - started >= wait_seconds:
-            raise RunPlanError(
-                f"plan file {path} is for run {plan.run_id}, but this Ray job is {submission_id}: "
-                "the head's plan comes from the last `pulumi up`; deploy the config you submitted "
-                "(or submit with the deployed stack's config)")
-        sleep(5.0)
-
-
-def main(argv: Sequence[str] | None = None, *, hooks: Hooks | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m jobs.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--plan", default=PLAN_PATH, help=f"the run plan (default {PLAN_PATH})")
-    parser.add_argument("--plan-wait-seconds", type=float, default=PLAN_REFRESH_SECONDS,
-                        help=argparse.SUPPRESS)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    try:
-        plan, attempt = load_matching_plan(args.plan, submission_id_from_env(), args.plan_wait_seconds)
-    except RunPlanError as exc:
-        print(f"{PREFIX} FAILED (exit {int(ExitCode.USAGE)} USAGE): {exc}", flush=True)
-        return int(ExitCode.USAGE)
-    problem = check_writable(plan.run_dir)
-    if problem:
-        print(f"{PREFIX} FAILED (exit {int(ExitCode.NOT_WRITABLE)} NOT_WRITABLE): run "
-              f"directory {problem}", flush=True)
-        return int(ExitCode.NOT_WRITABLE)
-    driver = Driver(plan, attempt=attempt, hooks=hooks)
-    # `ray job stop` (and the RayJob's deletion) send SIGTERM to the driver and its children
-    # (ray/dashboard/modules/job/job_supervisor.py, Ray 2.54): stop the trainer, record it.
-    signal.signal(signal.SIGTERM, lambda signum, frame: driver.stop_requested.set())
-    try:
-        return driver.run()
-    except KeyboardInterrupt:
-        return driver.end(ExitCode.TERMINATED, "interrupted")
-    except OSError as exc:   # the run directory went away or became read-only mid-run
-        print(f"{PREFIX} FAILED (exit {int(ExitCode.NOT_WRITABLE)} NOT_WRITABLE): "
-              f"{exc.strerror or exc}: {getattr(exc, 'filename', '') or ''}", flush=True)
-        return int(ExitCode.NOT_WRITABLE)
-    finally:
-        # Whatever ended the run: no GPU stays requested (the holder also clears it when this
-        # process dies without getting here: jobs/head/gpu_gang.py).
-        with contextlib.suppress(OSError):
-            driver.release_gpus()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

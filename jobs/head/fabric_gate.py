@@ -404,6 +404,16 @@ def gate_needed(run_dir: str | Path, node_ids: Iterable[str]) -> bool:
     return measured != sorted(node_ids)
 
 
+def _passed_on(run_dir: str | Path, node_ids: Iterable[str]) -> bool:
+    """A measured (not skipped) passing result exists for exactly these GPU nodes."""
+    try:
+        doc = json.loads((Path(run_dir) / HEALTH_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(isinstance(doc, dict) and doc.get("passed") and not doc.get("skipped")
+                and not gate_needed(run_dir, node_ids))
+
+
 def ray_gpu_node_ids() -> list[str]:
     """The alive Ray nodes with GPUs (what ``gate_needed`` compares)."""
     import ray
@@ -420,6 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gpus-per-node", type=int, required=True)
     parser.add_argument("--run-dir", required=True, help="where health.json goes (/data/runs/<run-id>)")
     parser.add_argument("--address", default="auto", help="Ray address (default: auto)")
+    parser.add_argument("--reuse-on-same-nodes", action="store_true",
+                        help="keep the run's passing result when the GPU nodes are the same (a restart)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -437,6 +449,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{LOG_PREFIX} cannot connect to Ray at {args.address!r}: {exc}", file=sys.stderr)
         return int(ExitCode.NO_RAY)
     try:
+        if args.reuse_on_same_nodes and plan.mode != "off" and _passed_on(args.run_dir, ray_gpu_node_ids()):
+            print(f"{LOG_PREFIX} the GPU nodes are those of the last passing gate "
+                  f"({Path(args.run_dir) / HEALTH_FILE}): not measured again", flush=True)
+            return int(ExitCode.OK)
         result = fabric_gate(plan, args.nodes, args.gpus_per_node, args.run_dir)
     except HealthPlanError as exc:
         print(f"{LOG_PREFIX} {exc}", file=sys.stderr)

@@ -1,5 +1,15 @@
-"""Why a trainer start ended, from its exit code and what it printed: the run driver restarts the
-trainer only after a lost worker, and classifies everything else as a failure with its reason.
+"""Why a trainer start ended, from its exit code, what it printed and what the cluster says about
+its nodes: the run driver restarts the trainer only on evidence of lost capacity (a node that
+died or was preempted while the start ran); everything else is a failure with its own reason.
+
+    classify(exit_code, output, node_loss=..., attempt_saw_step=...) -> (Reason, evidence)
+
+Why not "any worker death": Ray prints the same "The actor died unexpectedly before finishing
+this task." for a node that died and for a worker process that segfaulted or was killed by the
+kernel's OOM killer, and PyTorch's NCCL watchdog times out the same way whether a peer's node
+left or a peer hangs. A crash or a hang repeats after a restart; a lost node does not. So the
+driver restarts on node evidence only: Ray's own node-death text, or a node the cluster reports
+DEAD since the start began (jobs/head/node_deaths.py asks Ray, read-only, from a child process).
 """
 
 from __future__ import annotations
@@ -15,49 +25,86 @@ from jobs.contract.exit_codes import ExitCode
 class Reason(enum.StrEnum):
     """Why a trainer start ended (the ``reason`` of trainer_exit and restarts.jsonl)."""
     COMPLETED = "completed"
-    LOST_WORKER = "lost_worker"
+    NODE_LOST = "node_lost"                      # restarted (bounded)
     USAGE_ERROR = "usage_error"
     BEFORE_FIRST_STEP = "before_first_step"
+    OUT_OF_MEMORY = "out_of_memory"
+    WORKER_CRASHED = "worker_crashed"
+    COLLECTIVE_TIMEOUT = "collective_timeout"
     TRAINER_FAILED = "trainer_failed"
     DEADLINE = "deadline"
     TERMINATED = "terminated"
 
 
-# Lost workers, as Ray 2.54 and PyTorch print them. Sources (read 2026-12-01):
-# - ray/exceptions.py (Ray 2.54.0): ActorDiedError (BASE_ERROR_MSG "The actor died unexpectedly
-#   before finishing this task."), ActorUnavailableError, NodeDiedError, WorkerCrashedError
-#   ("The worker died unexpectedly while executing this task."), LocalRayletDiedError ("The
-#   task's local raylet died."), OwnerDiedError; the class names appear in the trainer's traceback.
-# - the GCS and core worker of Ray 2.54.0 (strings of gcs_server and _raylet.so): "The actor died
-#   because its node has died. Node Id: ...", "Task failed because the node it was running on is
-#   dead or unavailable ... This can happen if the node was preempted ...", "Health check failed
-#   for node", and the NodeDeathInfo reason AUTOSCALER_DRAIN_PREEMPTED.
-# - PyTorch c10d ProcessGroupNCCL.cpp: "Watchdog caught collective operation timeout", "Some
-#   NCCL operations have failed or timed out", and NCCL's own "NCCL communicator was aborted" /
-#   ncclRemoteError (a peer went away); DistBackendError is the Python exception class.
-LOST_WORKER_PATTERNS = tuple(re.compile(p) for p in (
-    r"\bActorDiedError\b",
-    r"The actor died unexpectedly before finishing this task",
-    r"\bActorUnavailableError\b",
-    r"\bNodeDiedError\b",
-    r"\bWorkerCrashedError\b",
-    r"The worker died unexpectedly while executing this task",
-    r"\bLocalRayletDiedError\b",
-    r"\bOwnerDiedError\b",
+# Sources, Ray 2.54.0 (the wheel, read 2026-12-01: ray/exceptions.py, and the literal strings of
+# ray/core/src/ray/gcs/gcs_server, raylet and ray/_raylet.so; each also observed live on
+# ray.cluster_utils.Cluster, quoted in the patterns' comments).
+
+# A node died or was preempted: lost capacity, restarted.
+NODE_DEATH_PATTERNS = tuple(re.compile(p) for p in (
+    # gcs_server GcsActorManager GenNodeDiedCause: "The actor died because its node has died.
+    # Node Id: ..." then "\tthe actor's node was terminated expectedly: received SIGTERM" (a pod
+    # deleted), "... terminated unexpectedly: health check failed due to missing too many
+    # heartbeats" (a node gone), "... was preempted: <drain reason>" (a drained Spot node).
     r"because its node has died",
+    r"the actor's node was preempted",
+    # common.proto NodeDeathInfo.Reason, printed by name in Ray's and the frameworks' logs.
+    r"\bAUTOSCALER_DRAIN_PREEMPTED\b",
+    # _raylet.so, a plain task on a dead node (ErrorType NODE_DIED -> ray.exceptions.NodeDiedError):
+    # "Task failed because the node it was running on is dead or unavailable. ..."
     r"the node it was running on is dead or unavailable",
-    r"Health check failed for node",
-    r"AUTOSCALER_DRAIN_PREEMPTED",
+    r"\bNodeDiedError\b",
+    # _raylet.so: "Actor died by preemption." and "... failed due to node preemption."
+    r"Actor died by preemption",
+    r"failed due to node preemption",
+))
+# Ray's memory monitor killed a worker (raylet: "Task was killed due to the node running low on
+# memory." -> ray.exceptions.OutOfMemoryError), or CUDA ran out of memory (PyTorch
+# c10/cuda/CUDACachingAllocator.cpp: "CUDA out of memory. Tried to allocate ...", raised as
+# torch.OutOfMemoryError). Either repeats on the same nodes with the same configuration.
+OOM_PATTERNS = tuple(re.compile(p) for p in (
+    r"Task was killed due to the node running low on memory",
+    r"\bray\.exceptions\.OutOfMemoryError\b",
+    r"CUDA out of memory",
+    r"\btorch\.(?:cuda\.)?OutOfMemoryError\b",
+))
+# A collective that timed out or was aborted (PyTorch c10d ProcessGroupNCCL.cpp: "Watchdog caught
+# collective operation timeout: WorkNCCL(...) ran for N milliseconds before timing out", "Some
+# NCCL operations have failed or timed out", "NCCL communicator was aborted"; NCCL's
+# ncclRemoteError; Python's torch.distributed.DistBackendError). With TORCH_NCCL_ASYNC_ERROR_HANDLING
+# at its default (3) the watchdog then tears the process down. A lost node only when a node
+# actually left (the cluster says so); else a hang.
+COLLECTIVE_PATTERNS = tuple(re.compile(p) for p in (
     r"Watchdog caught collective operation timeout",
     r"Some NCCL operations have failed or timed out",
     r"NCCL communicator was aborted",
     r"\bncclRemoteError\b",
     r"\bDistBackendError\b",
 ))
+# A process died (its node did not, as far as this text says): gcs_server GenWorkerDiedCause "The
+# actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR ..." with the
+# raylet's "Worker unexpectedly exits with a connection error code 2. End of file. Some common
+# causes include: (1) the process was killed by the OOM killer ..., (3) the worker crashed
+# unexpectedly due to SIGSEGV ..." (identical for SIGSEGV, SIGKILL and a kernel OOM kill, observed);
+# ray/exceptions.py ActorDiedError ("The actor died unexpectedly before finishing this task.",
+# also the first line of a node death: only the lines above tell which), WorkerCrashedError ("The
+# worker died unexpectedly while executing this task."), LocalRayletDiedError, OwnerDiedError,
+# ActorUnavailableError ("The actor ... is unavailable: ..."; a node that is leaving can show
+# this first, which the cluster query settles).
+WORKER_DEATH_PATTERNS = tuple(re.compile(p) for p in (
+    r"The actor is dead because its worker process has died",
+    r"Worker unexpectedly exits with a connection error code",
+    r"The worker died unexpectedly while executing this task",
+    r"\bWorkerCrashedError\b",
+    r"The actor died unexpectedly before finishing this task",
+    r"\bActorDiedError\b",
+    r"\bActorUnavailableError\b",
+    r"\bLocalRayletDiedError\b",
+    r"\bOwnerDiedError\b",
+))
 # An actor that failed in its own __init__ (ray/exceptions.py ActorDiedError: "The actor died
-# because of an error raised in its creation task") fails the same way on every start: a bug or
-# a configuration error, never a lost worker.
-NOT_LOST_PATTERNS = (re.compile(r"The actor died because of an error raised in its creation task"),)
+# because of an error raised in its creation task") fails the same way on every start.
+CREATION_TASK_PATTERNS = (re.compile(r"The actor died because of an error raised in its creation task"),)
 # Configuration refused by the trainer: hydra (verl's main_ppo is a @hydra.main app; NeMo RL
 # parses its overrides with hydra's OverridesParser) and OmegaConf exception names and messages.
 USAGE_PATTERNS = tuple(re.compile(p) for p in (
@@ -72,9 +119,16 @@ USAGE_PATTERNS = tuple(re.compile(p) for p in (
     r"\bomegaconf\.errors\.ValidationError\b",
     r"^usage: ",
 ))
-# One training step, as the frameworks log it (jobs/cli/training_logs.py has the sources): verl's console
-# logger prints "step:N - ..." per step; NeMo RL's grpo_train prints "===== Step N/M =====".
+# One training step, as the frameworks log it (jobs/cli/training_logs.py has the sources): verl's
+# console logger prints "step:N - ..." per step; NeMo RL's grpo_train prints "===== Step N/M =====".
 STEP_PATTERNS = (re.compile(r"(?:^|[\s)\]])step:(\d+) - "), re.compile(r"=+ Step (\d+)/(\d+) =+"))
+# Ray colours the prefixes of the lines it forwards ("\x1b[33m(raylet)\x1b[0m ..."): not evidence.
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+# (attribute of TrainerOutput, patterns): the first matching line of each kind is kept.
+_KINDS = (("node_death", NODE_DEATH_PATTERNS), ("oom", OOM_PATTERNS),
+          ("collective", COLLECTIVE_PATTERNS), ("worker_death", WORKER_DEATH_PATTERNS),
+          ("creation_task", CREATION_TASK_PATTERNS), ("usage", USAGE_PATTERNS))
 
 
 @dataclass
@@ -82,61 +136,169 @@ class TrainerOutput:
     """What the driver saw of one trainer start, scanned line by line."""
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=200))
     steps: int = 0                       # step lines seen
+    first_step: int | None = None
     last_step: int | None = None
-    lost_worker: str | None = None    # first line that shows a lost worker
-    not_lost: str | None = None
+    node_death: str | None = None        # the first line of each kind
+    oom: str | None = None
+    collective: str | None = None
+    worker_death: str | None = None
+    creation_task: str | None = None
     usage: str | None = None
 
-    def feed(self, line: str) -> None:
-        text = line.rstrip("\n")
+    def feed(self, line: str) -> int | None:
+        """Scan one line; the step number when it is a step line."""
+        text = ANSI_ESCAPE.sub("", line.rstrip("\n"))
         self.tail.append(text)
+        for name, patterns in _KINDS:
+            if getattr(self, name) is None and any(p.search(text) for p in patterns):
+                setattr(self, name, text.strip())
         for pattern in STEP_PATTERNS:
             match = pattern.search(text)
             if match:
                 self.steps += 1
                 self.last_step = int(match.group(1))
-                break
-        if self.lost_worker is None and any(p.search(text) for p in LOST_WORKER_PATTERNS):
-            self.lost_worker = text.strip()
-        if self.not_lost is None and any(p.search(text) for p in NOT_LOST_PATTERNS):
-            self.not_lost = text.strip()
-        if self.usage is None and any(p.search(text) for p in USAGE_PATTERNS):
-            self.usage = text.strip()
+                if self.first_step is None:
+                    self.first_step = self.last_step
+                return self.last_step
+        return None
+
+    @property
+    def may_be_node_loss(self) -> bool:
+        """The text shows a death or a collective failure that a node leaving could explain:
+        worth asking the cluster (and waiting for it to notice) before calling it a crash."""
+        return any((self.node_death, self.collective, self.worker_death))
+
+
+@dataclass(frozen=True)
+class DeadNode:
+    """A Ray node the cluster reports DEAD (jobs/head/node_deaths.py)."""
+    node_id: str
+    address: str
+    reason: str                    # NodeDeathInfo.Reason name, e.g. AUTOSCALER_DRAIN_PREEMPTED
+    message: str                   # its reason_message, e.g. "received SIGTERM"
+    died_at: float | None          # epoch seconds the GCS marked it dead (None: not known)
+
+    def describe(self) -> str:
+        return f"node {self.node_id[:12]} ({self.address}) {self.reason}: {self.message}"
 
 
 def classify(exit_code: int, output: TrainerOutput, *, attempt_saw_step: bool,
-             deadline_hit: bool = False, terminated: bool = False) -> tuple[Reason, str]:
-    """Why a trainer start ended, and the evidence (one line). Only LOST_WORKER is retried."""
-    if terminated:
-        return Reason.TERMINATED, "the driver was asked to stop (SIGTERM)"
-    if deadline_hit:
-        return Reason.DEADLINE, "the run's time budget is spent"
-    if exit_code == 0:
-        return Reason.COMPLETED, "the trainer exited 0"
-    if exit_code == 2 or output.usage:
-        return Reason.USAGE_ERROR, output.usage or "the trainer exited 2 (usage error)"
-    lost = output.lost_worker if not output.not_lost else None
-    if not attempt_saw_step and output.steps == 0:
-        why = f"; it looked like a lost worker ({lost})" if lost else ""
-        return Reason.BEFORE_FIRST_STEP, (f"the trainer exited {exit_code} before the attempt's "
-                                          f"first training step{why}")
-    if lost:
-        return Reason.LOST_WORKER, lost
-    return Reason.TRAINER_FAILED, (output.not_lost or
-                                   f"the trainer exited {exit_code} (not a lost worker)")
+             dead_nodes: tuple[DeadNode, ...] = (), deadline_hit: bool = False,
+             terminated: bool = False) -> tuple[Reason, str]:
+    """Why a trainer start ended, and the evidence (one line). Only NODE_LOST is restarted.
+
+    ``dead_nodes``: the nodes the cluster reports dead since this start began."""
+    lost_text = output.node_death or output.collective or output.worker_death
+    no_node = "no node left the cluster"
+    rules: tuple[tuple[bool, Reason, str], ...] = (
+        (terminated, Reason.TERMINATED, "the driver was asked to stop (SIGTERM)"),
+        (deadline_hit, Reason.DEADLINE, "the run's time budget is spent"),
+        (exit_code == 0, Reason.COMPLETED, "the trainer exited 0"),
+        (exit_code == 2 or bool(output.usage), Reason.USAGE_ERROR,
+         output.usage or "the trainer exited 2 (usage error)"),
+        (bool(dead_nodes), Reason.NODE_LOST, "; ".join(
+            [n.describe() for n in dead_nodes] + ([f"trainer: {lost_text}"] if lost_text else []))),
+        (bool(output.node_death), Reason.NODE_LOST, output.node_death or ""),
+        (bool(output.creation_task), Reason.TRAINER_FAILED, output.creation_task or ""),
+        (bool(output.oom), Reason.OUT_OF_MEMORY, output.oom or ""),
+        (bool(output.collective), Reason.COLLECTIVE_TIMEOUT,
+         f"{output.collective} ({no_node}: a hang or a crashed peer, not lost capacity)"),
+        (bool(output.worker_death), Reason.WORKER_CRASHED,
+         f"{output.worker_death} ({no_node}: a crash, a kill or the kernel's OOM killer)"),
+        (not attempt_saw_step and output.steps == 0, Reason.BEFORE_FIRST_STEP,
+         f"the trainer exited {exit_code} before the attempt's first training step"),
+    )
+    return next(((reason, evidence) for applies, reason, evidence in rules if applies),
+                (Reason.TRAINER_FAILED, f"the trainer exited {exit_code}"))
 
 
 REASON_EXIT: dict[Reason, ExitCode] = {
     Reason.COMPLETED: ExitCode.OK,
     Reason.USAGE_ERROR: ExitCode.USAGE,
     Reason.BEFORE_FIRST_STEP: ExitCode.BEFORE_FIRST_STEP,
+    Reason.OUT_OF_MEMORY: ExitCode.OUT_OF_MEMORY,
+    Reason.WORKER_CRASHED: ExitCode.WORKER_CRASHED,
+    Reason.COLLECTIVE_TIMEOUT: ExitCode.COLLECTIVE_TIMEOUT,
     Reason.TRAINER_FAILED: ExitCode.FAILED,
     Reason.DEADLINE: ExitCode.DEADLINE,
     Reason.TERMINATED: ExitCode.TERMINATED,
-    Reason.LOST_WORKER: ExitCode.RESTARTS_EXHAUSTED,
+    Reason.NODE_LOST: ExitCode.RESTARTS_EXHAUSTED,
 }
 
 
 def backoff_seconds(restart: int, base: float, cap: float) -> float:
-    """Capped exponential backoff before restart ``restart`` (1, 2, ...)."""
+    """Capped exponential backoff before the ``restart``-th restart since the checkpoint last
+    advanced (1, 2, ...)."""
     return min(cap, base * (2 ** max(restart - 1, 0)))
+
+
+@dataclass
+class RestartPolicy:
+    """When a node loss is restarted: on evidence of lost capacity only (the caller classified
+    it), and only while restarts make progress.
+
+    - A start that lost a node after printing a training step is restarted once from a given
+      checkpoint: when the next start loses a node too and the last complete checkpoint has not
+      moved since the previous restart, the attempt ends (a crash loop: the same work would be
+      redone for nothing).
+    - A start that lost a node before its own first step (model load, vLLM start-up, the initial
+      validation: a Spot node preempted early) could not make progress; up to ``early_retries``
+      such losses in a row are restarted.
+    - In all, at most ``max_restarts`` restarts per attempt.
+    The backoff counts the restarts since the checkpoint last advanced, so it resets with
+    progress."""
+    max_restarts: int
+    early_retries: int
+    restarts: int = 0
+    early_in_a_row: int = 0
+    checkpoint_at_restart: int | None = None   # the checkpoint the last trained restart resumed
+    trained_restart_done: bool = False
+    since_progress: int = 0
+
+    @classmethod
+    def resumed(cls, max_restarts: int, early_retries: int, earlier: list[dict]) -> RestartPolicy:
+        """The policy as an earlier driver of the attempt left it (its restarts.jsonl records)."""
+        policy = cls(max_restarts, early_retries)
+        for record in earlier:
+            checkpoint = record.get("last_checkpoint_step")
+            checkpoint = checkpoint if isinstance(checkpoint, int) else None
+            policy.restarts += 1
+            if record.get("trained", True):
+                policy.trained_restart_done = True
+                policy.checkpoint_at_restart = checkpoint
+                policy.early_in_a_row = 0
+            else:
+                policy.early_in_a_row += 1
+        return policy
+
+    def decide(self, *, trained: bool, checkpoint: int | None) -> tuple[ExitCode | None, str]:
+        """(None, why) to restart; (exit code, why not) to end the attempt."""
+        if self.restarts >= self.max_restarts:
+            return ExitCode.RESTARTS_EXHAUSTED, (f"lost nodes again after {self.restarts} restarts "
+                                                 f"(gke-grpo:job.maxRestarts = {self.max_restarts})")
+        progressed = (checkpoint is not None and (self.checkpoint_at_restart is None
+                                                  or checkpoint > self.checkpoint_at_restart))
+        if progressed:
+            self.since_progress = 0
+        if not trained:
+            if self.early_in_a_row >= self.early_retries:
+                return ExitCode.CRASH_LOOP, (
+                    f"lost a node before the first training step {self.early_in_a_row + 1} times "
+                    f"in a row (at most {self.early_retries} such restarts)")
+            self.early_in_a_row += 1
+        else:
+            if self.trained_restart_done and not progressed:
+                return ExitCode.CRASH_LOOP, (
+                    "lost a node again with no newer complete checkpoint than at the previous "
+                    f"restart (step {_step_text(checkpoint)}): a second restart would redo the "
+                    "same steps")
+            self.early_in_a_row = 0
+            self.trained_restart_done = True
+            self.checkpoint_at_restart = checkpoint
+        self.restarts += 1
+        self.since_progress += 1
+        return None, "restart"
+
+
+def _step_text(step: int | None) -> str:
+    return "none" if step is None else str(step)

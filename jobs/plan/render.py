@@ -55,6 +55,7 @@ from jobs.contract.converters import NEMO_RL_SAVE_CONSOLIDATED_OVERRIDE, VERL_SA
 from jobs.contract.datasets import GSM8K_TRAINING_ROWS, dataset_files
 from jobs.contract.layout import DATA_LAYOUT
 from jobs.contract.records import TENSORBOARD_ENV, run_dir, tensorboard_dir
+from jobs.contract.run_plan import JOB_STOP_WAIT_ENV, JOB_STOP_WAIT_SECONDS
 from jobs.contract.spec import GrpoSpec
 from jobs.plan.interpolations import refused_resolvers
 
@@ -117,6 +118,8 @@ def base_env_vars() -> dict[str, str]:
         # small Hub downloads are cached once for all pods.
         "HF_HOME": DATA_LAYOUT.hf_home,
         "PYTHONUNBUFFERED": "1",
+        # Ray's window between a stop's SIGTERM and its SIGKILL (jobs/contract/run_plan.py).
+        JOB_STOP_WAIT_ENV: str(JOB_STOP_WAIT_SECONDS),
     }
 
 

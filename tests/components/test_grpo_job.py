@@ -152,6 +152,21 @@ def test_runtime_env_has_only_real_fields(stack_preview):
         assert "--no-deps" in runtime_env["pip"]["pip_install_options"]
 
 
+def test_the_submitter_survives_head_restarts_and_a_stop_leaves_the_trainer_a_window(stack_preview):
+    """submitterConfig.backoffLimit (KubeRay v1.7.0 rayjob_types.go SubmitterConfig: "In K8sJobMode,
+    this is the K8s Job backoffLimit"; default 2 in rayjob_controller.go createNewK8sJob): each
+    head restart costs the submitter one failed pod (tests/jobs/head/test_recovery_ray.py). The
+    job's runtime env carries RAY_JOB_STOP_WAIT_TIME_S, which Ray's job supervisor reads from
+    its own environment (tests/jobs/head/test_driver_ray.py shows it reaching the supervisor)."""
+    from components.grpo_job import SUBMITTER_BACKOFF_LIMIT
+    from jobs.contract.run_plan import JOB_STOP_WAIT_SECONDS
+
+    spec = _rayjob(stack_preview).inputs["spec"]
+    assert spec["submitterConfig"] == {"backoffLimit": SUBMITTER_BACKOFF_LIMIT} and SUBMITTER_BACKOFF_LIMIT > 2
+    runtime_env = yaml.safe_load(spec["runtimeEnvYAML"])
+    assert runtime_env["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"] == str(JOB_STOP_WAIT_SECONDS)
+
+
 def test_unchanged_spec_registers_identical_rayjob():
     first, second = preview_with("dev"), preview_with("dev")
     assert _rayjob(first).inputs == _rayjob(second).inputs

@@ -1,9 +1,13 @@
-"""A stand-in for verl's trainer, for the run driver's tests: prints what verl and Ray print
-(verl's console step line; Ray 2.54's ActorDiedError text, ray/exceptions.py and the GCS's "The
-actor died because its node has died") and checkpoints like verl v0.7.1 (global_step_<n>/ then
-latest_checkpointed_iteration.txt, verl/trainer/ppo/ray_trainer.py _save_checkpoint).
+"""A stand-in for verl's trainer, for the run driver's tests and tools/bench_recovery.py: prints
+what verl, Ray and PyTorch print (verl's console step line; Ray 2.54's texts, quoted in
+jobs/head/failures.py and observed live: ActorDiedError for a node that died and for a worker
+process that died, the memory monitor's kill, PyTorch's NCCL watchdog) and checkpoints like
+verl v0.7.1 (global_step_<n>/ then latest_checkpointed_iteration.txt, verl/trainer/ppo/
+ray_trainer.py _save_checkpoint). The ``ray-*`` modes run for real on a Ray cluster (RAY_ADDRESS):
+one actor on a GPU worker node, called once per step, so that killing that node makes Ray itself
+raise what the trainer prints.
 
-    python fake_trainer.py MODE CHECKPOINT_DIR
+    python fake_trainer.py MODE CHECKPOINT_DIR [STEP_SECONDS]
 """
 
 import os
@@ -14,7 +18,22 @@ from pathlib import Path
 
 LOST = ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
         "\tclass_name: WorkerDict\n\tactor_id: 3f1a\n"
-        "The actor died because its node has died. Node Id: 9c2e\n")
+        "The actor died because its node has died. Node Id: 9c2e\n"
+        "\tthe actor's node was terminated expectedly: received SIGTERM\n")
+# A worker process that died on a node that lives on (SIGSEGV, SIGKILL and a kernel OOM kill all
+# print this, observed on Ray 2.54.0).
+WORKER_DIED = ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+               "\tclass_name: WorkerDict\n\tactor_id: 3f1a\n"
+               "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
+               "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of "
+               "file. Some common causes include: (1) the process was killed by the OOM killer due to "
+               "high memory usage, (2) ray stop --force was called, or (3) the worker crashed "
+               "unexpectedly due to SIGSEGV or another unexpected error.\n")
+OOM = ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+       "Memory on the node (IP: 10.0.0.3, ID: 1cbf) where the lease was running was 7.07GB / 23.54GB\n")
+HANG = ("[rank3]:[E1201 ProcessGroupNCCL.cpp:629] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, Timeout(ms)=600000) ran for 600081 "
+        "milliseconds before timing out.\n")
 
 
 def step(n: int) -> None:
@@ -32,47 +51,129 @@ def resumed(root: Path) -> int:
     return int(tracker.read_text()) if tracker.exists() else 0
 
 
+def trains(root: Path, done: int, *, save: bool = True, then: str = "", code: int = 0) -> int:
+    """One step after the checkpoint (saved or not), then print ``then`` and exit ``code``."""
+    step(done + 1)
+    if save:
+        checkpoint(root, done + 1)
+    print(then, end="", flush=True)
+    return code
+
+
+def fails(text: str) -> int:
+    print(text, end="" if text.endswith("\n") else "\n", flush=True)
+    return 1
+
+
+def lost_once(root: Path, done: int) -> int:
+    """Loses its node after step 1 (checkpointed); the restart resumes and finishes."""
+    return trains(root, done) if done else trains(root, 0, then=LOST, code=1)
+
+
+def lost_early_once(root: Path, done: int) -> int:
+    """The first start loses its node while loading (no step); the next one trains."""
+    marker = root / ".lost-early-once"
+    if marker.exists():
+        return trains(root, done)
+    root.mkdir(parents=True, exist_ok=True)
+    marker.write_text("x")
+    return fails(LOST)
+
+
+def steps_forever(root: Path, done: int, on_sigterm=None) -> int:
+    if on_sigterm is not None:
+        signal.signal(signal.SIGTERM, on_sigterm)
+    n = done
+    while True:
+        n += 1
+        step(n)
+        time.sleep(0.2)
+
+
+def slow_stop(root: Path, done: int) -> int:
+    """Needs FAKE_TRAINER_STOP_SECONDS (4) to stop cleanly after a SIGTERM."""
+    def stop(*_):
+        time.sleep(float(os.environ.get("FAKE_TRAINER_STOP_SECONDS", "4")))
+        (root / "stopped-cleanly").write_text(str(time.time()))
+        print("stopped cleanly", flush=True)
+        raise SystemExit(0)
+    return steps_forever(root, done, stop)
+
+
+def long(root: Path, done: int) -> int:
+    """Checkpoints every step, 0.3 s a step, until the test creates ``<checkpoints>/finish``."""
+    n = done
+    while not (root / "finish").exists():
+        n += 1
+        step(n)
+        checkpoint(root, n)
+        time.sleep(0.3)
+    return 0
+
+
+MODES = {
+    "ok": trains,
+    "lost-once": lost_once,
+    "always-lost": lambda root, done: trains(root, done, then=LOST, code=1),     # progress each time
+    "lost-no-progress": lambda root, done: trains(root, done, save=False, then=LOST, code=1),
+    "lost-early": lambda root, done: fails(LOST),                               # lost while loading
+    "lost-early-once": lost_early_once,
+    "worker-died": lambda root, done: trains(root, done, save=False, then=WORKER_DIED, code=1),
+    "oom": lambda root, done: trains(root, done, save=False, then=OOM, code=1),
+    "hang": lambda root, done: trains(root, done, save=False, then=HANG, code=1),
+    "fail-early": lambda root, done: fails("RuntimeError: CUDA error: no kernel image is available for execution"),
+    "usage": lambda root, done: fails("Could not override 'trainer.nonexistent_key'.\n"
+                                      "Key 'nonexistent_key' is not in struct"),
+    # ignores SIGTERM: the driver must SIGKILL it
+    "overrun": lambda root, done: steps_forever(root, done, lambda *_: print("SIGTERM ignored", flush=True)),
+    "slow-stop": slow_stop,
+    "long": long,
+}
+
+
 def main(mode: str, root: Path) -> int:
     print(f"fake trainer {mode}: tensorboard dir {os.environ.get('GKE_GRPO_TENSORBOARD_DIR')}", flush=True)
     done = resumed(root)
     if done:
         print(f"resumed from step {done}", flush=True)
-    if mode == "ok":
-        step(done + 1)
-        checkpoint(root, done + 1)
-        return 0
-    if mode == "lost-once":
-        if done:                       # the restart: continue from the marker and finish
-            step(done + 1)
-            checkpoint(root, done + 1)
-            return 0
-        step(1)
-        checkpoint(root, 1)
-        print(LOST, end="", flush=True)
-        return 1
-    if mode == "always-lost":
-        step(done + 1)
-        checkpoint(root, done + 1)
-        print(LOST, end="", flush=True)
-        return 1
-    if mode == "lost-early":           # a worker lost while loading the model: no step yet
-        print(LOST, end="", flush=True)
-        return 1
-    if mode == "fail-early":
-        print("RuntimeError: CUDA error: no kernel image is available for execution", flush=True)
-        return 1
-    if mode == "usage":
-        print("Could not override 'trainer.nonexistent_key'.\n"
-              "Key 'nonexistent_key' is not in struct", flush=True)
-        return 1
-    if mode == "overrun":              # ignores SIGTERM: the driver must SIGKILL it
-        signal.signal(signal.SIGTERM, lambda *_: print("SIGTERM ignored", flush=True))
-        n = done
-        while True:
-            n += 1
-            step(n)
-            time.sleep(0.2)
-    raise SystemExit(f"unknown mode {mode}")
+    if mode.startswith("ray-"):
+        return ray_mode(mode, root, done)
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode {mode}")
+    return MODES[mode](root, done)
+
+
+def ray_mode(mode: str, root: Path, done: int) -> int:
+    """A trainer that uses the cluster: one actor on the GPU worker node (custom resource
+    ``gpu_worker``), called every step. ``ray-node``: checkpoints at step 2 and then steps until
+    its node goes (the test or benchmark kills it), the restarted start steps twice and finishes.
+    ``ray-segfault``: the actor's process segfaults after the first step.
+    ``ray-node-then-segfault``: the first start as ray-node, every later one as ray-segfault."""
+    if mode == "ray-node-then-segfault":
+        mode = "ray-segfault" if done else "ray-node"
+    import ray
+
+    step_seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 0.5
+    ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+    worker = ray.remote(num_cpus=0, resources={"gpu_worker": 0.01}, max_restarts=0)(Worker).remote()
+    ray.get(worker.ping.remote(), timeout=120)
+    last = done + 2 if done else 10_000
+    n = done
+    while n < last:
+        n += 1
+        ray.get(worker.ping.remote(segfault=(mode == "ray-segfault" and n == done + 2)))
+        step(n)
+        if n == 2 or (done and n == last):
+            checkpoint(root, n)
+        time.sleep(step_seconds)
+    return 0
+
+
+class Worker:
+    def ping(self, segfault: bool = False) -> int:
+        if segfault:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return os.getpid()
 
 
 if __name__ == "__main__":

@@ -15,13 +15,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 FAKE_KUBECTL = '''#!{python}
-"""Fake `kubectl port-forward` (tests/jobs/hostile.py). MODE: listen answers HTTP "ok";
+"""Fake `kubectl port-forward` (tests/jobs/hostile.py), and `kubectl get` answering an empty List.
+MODE: listen answers HTTP "ok";
 silent accepts and never answers; proxy relays to 127.0.0.1:<remote> (the real dashboard in the
 test's network namespace); proxy-die-once relays, and its FIRST run exits after {die_after}s
 (kubectl dropping the forward), later runs proxy for good; fail exits 1 as kubectl does without
 the service; hang never listens."""
-import os, socket, sys, threading, time
+import json, os, socket, sys, threading, time
 mode, log, die_after = {mode!r}, {log!r}, {die_after!r}
+if "get" in sys.argv[1:6] and "port-forward" not in sys.argv:
+    # `kubectl get rayjobs.ray.io ... -o json` (jobs status/list): kubectl's List, no RayJobs
+    print(json.dumps({{"apiVersion": "v1", "items": [], "kind": "List", "metadata": {{"resourceVersion": ""}}}}))
+    sys.exit(0)
 with open(log, "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\\n" + str(os.getpid()) + "\\n")
 with open(log) as f:

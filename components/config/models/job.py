@@ -141,12 +141,12 @@ class JobConfig(_Area):
         ge=60,
         description="how long an attempt waits for all its GPUs before failing",
     )
-    # How often the run driver restarts the trainer after lost workers (preempted or repaired
-    # nodes, NCCL timeouts, dead actors) before the attempt fails (docs/run-driver.md).
+    # How often the run driver restarts the trainer after lost nodes (preempted, deleted or
+    # vanished, as the cluster reports them) before the attempt fails (docs/run-driver.md).
     max_restarts: int = Field(
         20,
         ge=0,
-        description=("trainer restarts after lost workers per attempt "
+        description=("trainer restarts after lost nodes per attempt "
                      "([docs/run-driver.md](docs/run-driver.md))"),
     )
     extra_overrides: tuple[str, ...] = Field(

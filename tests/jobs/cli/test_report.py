@@ -116,7 +116,7 @@ def test_report_page_is_self_contained_with_real_pngs(run, tmp_path):
     body = " ".join(page.text)
     g = inputs.goodput
     assert f"{g.goodput:.1%}" in body and "waiting for GPUs" in body and "restarts" in body
-    assert "worker_lost" in body                              # the restart table
+    assert "node_lost" in body                              # the restart table
     assert "cost so far" in body and "USD" in body and "2026-12-01" in body
     # the step-0 baseline (val_before_train) next to the latest validation score
     rows = inputs.metrics.merged()

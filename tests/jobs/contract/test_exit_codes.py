@@ -28,3 +28,18 @@ def test_the_shell_signal_codes_are_128_plus_the_signal():
     assert ExitCode.HANGUP == 128 + signal.SIGHUP
     assert ExitCode.INTERRUPTED == 128 + signal.SIGINT
     assert ExitCode.TERMINATED == 128 + signal.SIGTERM
+
+
+def test_no_other_code_looks_like_a_signal_exit():
+    """A shell reports 128 + N for a process killed by signal N, and a process whose SIGTERM
+    handler is Ray's exits 15 (Ray 2.54 ray/_private/worker.py ``init``: sys.exit(signum)): the
+    driver's own codes must be told apart from both."""
+    import signal
+
+    from jobs.contract.exit_codes import RAY_SIGTERM_EXIT
+
+    signal_codes = {ExitCode.HANGUP, ExitCode.INTERRUPTED, ExitCode.TERMINATED}
+    assert RAY_SIGTERM_EXIT == signal.SIGTERM
+    for code in ExitCode:
+        if code not in signal_codes:
+            assert code < 128 and code != RAY_SIGTERM_EXIT, code

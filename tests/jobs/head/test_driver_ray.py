@@ -43,7 +43,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 
 
 # Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
-INNER = ray_head.InnerRun(__file__, "the run driver's Ray tests", pytest_args=("--durations=8",))
+INNER = ray_head.InnerRun(__file__, "the run driver's Ray tests", timeout=600, pytest_args=("--durations=8",))
 
 if not ray_head.inside_namespace():
 
@@ -194,28 +194,110 @@ else:
         code = cli.main([str(a) for a in argv], build_entrypoint=build, out=out, err=err, retry=FAST_RETRY)
         return code, out.getvalue(), err.getvalue()
 
-    def _submit(head, tmp_path, name, mode, **plan_changes):
+    def _submit(head, tmp_path, name, mode, env_vars=None, follow=True, **plan_changes):
+        tmp_path.mkdir(parents=True, exist_ok=True)
         spec = dev_spec(**{"gke-grpo:job.experimentName": name})
         plan = write_plan(tmp_path, spec.run_id, mode, **plan_changes)
         where = ["--stack", "dev", "--config-file", write_config(tmp_path, experimentName=name),
                  "--address", head]
-        code, out, err = cli_run(["submit", *where, "--status-every", "5"], {"env_vars": {"PYTHONUNBUFFERED": "1"}})
+        code, out, err = cli_run(["submit", *where, "--status-every", "5", *([] if follow else ["--no-follow"])],
+                                 {"env_vars": {"PYTHONUNBUFFERED": "1", **(env_vars or {})}})
         return spec, plan, where, code, out, err
 
-    def test_lost_worker_is_restarted_once_and_resumes_then_status_shows_it(head, tmp_path):
+    def _wait_event(plan, name, timeout=90):
+        deadline = time.monotonic() + timeout
+        while name not in [e["event"] for e in events(plan)]:
+            assert time.monotonic() < deadline, f"no {name} event"
+            time.sleep(0.2)
+
+    def test_a_crash_loop_and_a_retried_early_preemption(head, tmp_path):
+        """Ray's node-death text twice from the same checkpoint ends the attempt (17) after two
+        starts; a node lost before the first step is retried and the run goes on."""
+        spec, plan, _where, code, out, err = _submit(head, tmp_path / "a", "loop", "lost-no-progress",
+                                                     max_restarts=20)
+        assert code == ExitCode.FAILED, out + err
+        assert job_info(head, spec.submission_id(1)).driver_exit_code == ExitCode.CRASH_LOOP
+        assert [e["event"] for e in events(plan)].count("trainer_start") == 2
+        spec, plan, _where, code, out, err = _submit(head, tmp_path / "b", "early", "lost-early-once")
+        assert code == ExitCode.OK, out + err
+        [restart] = read_restarts(plan.run_dir)
+        assert restart["reason"] == "node_lost" and restart["trained"] is False
+
+    def test_a_collective_timeout_with_no_node_lost_is_a_hang_not_a_restart(head, tmp_path):
+        """The trainer prints PyTorch's NCCL watchdog timeout (tests/jobs/fake_trainer.py); the
+        driver asks the real cluster, which lost no node, and ends the attempt (20) without a
+        restart. The other texts (Ray's memory monitor, a worker's death) are classified the
+        same way in tests/jobs/head/test_driver.py; a real segfault on a live node in
+        tests/jobs/head/test_recovery_ray.py."""
+        cases = {"hang": ExitCode.COLLECTIVE_TIMEOUT}
+        for mode, code in cases.items():
+            spec, plan, _where, submit_code, out, err = _submit(
+                head, tmp_path / mode, f"class-{mode}", mode, follow=False, prepare=None,
+                node_settle_seconds=1.0)
+            assert submit_code == ExitCode.OK, out + err
+            status, info = _wait_terminal(head, spec.submission_id(1))
+            assert status == "FAILED" and info.driver_exit_code == code, (mode, info.message)
+            [exit_] = [e for e in events(plan) if e["event"] == "trainer_exit"]
+            assert exit_["lost_nodes"] == [] and read_restarts(plan.run_dir) == []
+
+    def test_a_stop_during_the_gpu_wait_is_terminated_and_recorded(head, tmp_path):
+        # 4 GPUs on a head that has 2: the GPU wait waits
+        spec, plan, where, code, out, err = _submit(head, tmp_path, "stop-wait", "ok", follow=False,
+                                                    gpus=2 * ray_head.FAKE_GPUS, prepare=None)
+        assert code == ExitCode.OK, out + err
+        _wait_event(plan, "gpu_wait_start")
+        time.sleep(2.0)                                   # the wait has called ray.init by now
+        code, out, _ = cli_run(["stop", *where, "--wait"])
+        assert f"{spec.submission_id(1)}: STOPPED" in out, out
+        rows = events(plan)
+        assert [e["event"] for e in rows][-3:] == ["gpu_wait_end", "trainer_exit", "driver_end"]
+        assert rows[-2]["reason"] == "terminated" and rows[-2]["stage"] == "the GPU wait"
+        assert rows[-1]["exit_code"] == ExitCode.TERMINATED == 143
+
+    def test_a_stop_after_the_gate_lets_the_trainer_stop_cleanly_within_rays_window(head, tmp_path):
+        """The gate (a child that calls ray.init) leaves the driver's SIGTERM handler alone; the
+        job's runtime env sets RAY_JOB_STOP_WAIT_TIME_S, which Ray's supervisor reads (its actor
+        inherits the job's env_vars: job_manager.py _get_supervisor_runtime_env), so a trainer
+        that needs 3 s to stop (more than Ray's default window of 3 s less the driver's margin)
+        gets them."""
+        from jobs.contract.health import HealthPlan
+
+        gate = HealthPlan(mode="enforce", backend="gloo", machine_type="loopback",
+                          sizes_bytes=(64 * 1024,), collectives=("all_reduce",), warmup_iterations=0,
+                          iterations=1, min_average_busbw_gbps=1e-6, published=(), placement_timeout_s=30,
+                          timeout_s=120, env={"GLOO_SOCKET_IFNAME": "lo"}, localize=False,
+                          intra_node_outlier_fraction=0.0, sources={"min_average_busbw_gbps": "test"})
+        spec, plan, where, code, out, err = _submit(
+            head, tmp_path, "stop-gate", "slow-stop", follow=False, prepare=None, health=gate.to_dict(),
+            env_vars={"RAY_JOB_STOP_WAIT_TIME_S": "10", "FAKE_TRAINER_STOP_SECONDS": "3"})
+        assert code == ExitCode.OK, out + err
+        _wait_event(plan, "first_step", timeout=180)
+        [gate_end] = [e for e in events(plan) if e["event"] == "health_end"]
+        assert gate_end["passed"] is True
+        code, out, _ = cli_run(["stop", *where, "--wait"])
+        assert f"{spec.submission_id(1)}: STOPPED" in out, out
+        rows = events(plan)
+        assert (Path(plan.checkpoint_dir) / "stopped-cleanly").exists()
+        exits = [e for e in rows if e["event"] == "trainer_exit"]
+        assert exits[-1]["reason"] == "terminated" and exits[-1]["exit_code"] == 0
+        assert rows[-1]["event"] == "driver_end" and rows[-1]["exit_code"] == 143
+
+    def test_a_lost_node_is_restarted_once_and_resumes_then_status_shows_it(head, tmp_path):
         spec, plan, where, code, out, err = _submit(head, tmp_path, "lost-once", "lost-once")
         assert code == ExitCode.OK, out + err
         assert job_info(head, spec.submission_id(1)).entrypoint == RUN_COMMAND
         assert "resumed from step 1" in out and "step:2 - " in out
         [restart] = read_restarts(plan.run_dir)
-        assert (restart["reason"], restart["exit_code"], restart["last_checkpoint_step"]) == ("lost_worker", 1, 1)
+        assert (restart["reason"], restart["exit_code"], restart["last_checkpoint_step"]) == ("node_lost", 1, 1)
         starts = [e for e in events(plan) if e["event"] == "trainer_start"]
         assert [(e["attempt"], e["start"]) for e in starts] == [(1, 0), (1, 1)]
         assert [e["event"] for e in events(plan)].count("gpu_wait_end") == 2   # waited again
 
         code, out, _ = cli_run(["status", *where])
         assert code == ExitCode.OK, out
-        assert "restarts    1 (last: lost_worker, exit 1, last checkpoint step 1)" in out
+        assert "restarts    1 (last: node_lost, exit 1, resumed from checkpoint step 1)" in out
+        assert "recovery    restart 1: from the node loss (trainer exit) decision " in out
+        assert "rayjob      not checked: " in out or "rayjob      none for this attempt" in out
         code, out, _ = cli_run(["list", *where])
         [row] = [line for line in out.splitlines() if line.startswith("1 ")]
         assert row.split()[-1] == "1" and "SUCCEEDED" in row

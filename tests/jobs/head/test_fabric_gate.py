@@ -356,3 +356,21 @@ def test_command_line_show_and_bad_plan(tmp_path, capsys):
     assert "bad plan" in capsys.readouterr().err
     assert cli.main(["health", str(tmp_path / "missing.json")]) == ExitCode.USAGE
     assert "cannot read" in capsys.readouterr().err
+
+def test_a_restart_keeps_only_a_measured_passing_result_of_the_same_nodes(tmp_path):
+    """`python3 -m jobs.head.fabric_gate --reuse-on-same-nodes` (a restart): the last passing,
+    measured result of exactly these GPU nodes is kept; a skipped (mode off) or failed one, or
+    other nodes, are measured again."""
+    from jobs.head.fabric_gate import _passed_on
+
+    def result(**doc):
+        write_health({"placement": {"bundles": [{"node_ids": ["n0"]}, {"node_ids": ["n1"]}]}, **doc}, tmp_path)
+
+    assert _passed_on(tmp_path, ["n0", "n1"]) is False                 # never measured
+    result(passed=True)
+    assert _passed_on(tmp_path, ["n1", "n0"]) is True
+    assert _passed_on(tmp_path, ["n0", "n2"]) is False                 # a replaced node
+    result(passed=True, skipped=True)
+    assert _passed_on(tmp_path, ["n0", "n1"]) is False                 # the gate was off then
+    result(passed=False)
+    assert _passed_on(tmp_path, ["n0", "n1"]) is False

@@ -47,9 +47,9 @@ class GangHooks(FakeHooks):
         self.log.append(f"hold {plan.gpus}")
         return FakeHolder(self.log)
 
-    def wait_for_gpus(self, plan, timeout):
+    def wait_for_gpus(self, plan, timeout, run):
         self.log.append("wait")
-        return super().wait_for_gpus(plan, timeout)
+        return super().wait_for_gpus(plan, timeout, run)
 
     def gpu_placement(self, plan):
         return PLACEMENT

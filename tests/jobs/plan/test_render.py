@@ -183,6 +183,7 @@ def test_nemo_rl_prod_overrides():
     # NeMo RL's init_ray re-sends the driver's environment: Ray must be told to merge.
     assert job.runtime_env == {"env_vars": {"HF_HOME": "/data/huggingface_cache",
                                             "PYTHONUNBUFFERED": "1",
+                                            "RAY_JOB_STOP_WAIT_TIME_S": "30",
                                             "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}}
 
 
