@@ -25,7 +25,7 @@ $(PROGRAM_STAMP): requirements.txt pyproject.toml
 	$(PIP) --no-deps -e .
 	touch $(PROGRAM_STAMP)
 
-# The test tools on top (requirements-dev.txt; torch from PyTorch's CPU index). The last line
+# The test tools on top (requirements-dev.txt; torch's CPU build where find-links has it). The last line
 # installs verl's config tree only (--no-deps: no torch), at the verl row's version of
 # data/versions.yaml: tools/verl_snapshot.py and the tests compose against it.
 $(STAMP): $(PROGRAM_STAMP) requirements-dev.txt data/versions.yaml
