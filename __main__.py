@@ -119,5 +119,5 @@ if config.autopilot:
     pulumi.export("autopilotPodLimit", pod_limit)
     if pod_limit is not None and not pod_limit["confirmed"]:
         pulumi.log.warn(f"Autopilot's per-pod maximum for {config.gpus_per_node} x {config.gpu.type} "
-                        f"is UNCONFIRMED: the GPU worker pod is sized within {pod_limit['source']} "
+                        f"is UNCONFIRMED. The GPU worker pod is sized within {pod_limit['source']} "
                         f"({pod_limit['cpu']:g} CPUs, {pod_limit['memoryGib']:g} GiB)")

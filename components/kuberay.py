@@ -59,16 +59,16 @@ TOKEN_AUTH_MIN_RAY = (2, 52, 0)
 def token_auth_support(operator: str, helm_chart_version: str | None, row: ImageRow) -> tuple[bool, str]:
     """Whether KubeRay token authentication can be on, and why (not)."""
     if operator == "addon":
-        return False, ("KubeRay token authentication is off: the GKE Ray addon's KubeRay "
+        return False, ("KubeRay token authentication is off. The GKE Ray addon's KubeRay "
                        "version is not published, and authOptions needs KubeRay >= 1.6.0; use "
                        "kuberay.operator=helm to have it")
     assert helm_chart_version is not None, "the config sets a chart version whenever the operator is helm"
     chart = tuple(int(p) for p in helm_chart_version.split("."))
     if chart < TOKEN_AUTH_MIN_KUBERAY:
-        return False, (f"KubeRay token authentication is off: kuberay-operator "
+        return False, (f"KubeRay token authentication is off. kuberay-operator "
                        f"{helm_chart_version} < 1.6.0")
     if row.ray_tuple < TOKEN_AUTH_MIN_RAY:
-        return False, (f"KubeRay token authentication is off: the image {row.image} has Ray "
+        return False, (f"KubeRay token authentication is off. The image {row.image} has Ray "
                        f"{row.ray} and token authentication needs Ray >= 2.52.0; the dashboard "
                        "is reachable only inside the cluster (ClusterIP + NetworkPolicy)")
     return True, f"KubeRay token authentication is on (KubeRay {helm_chart_version}, Ray {row.ray})"
@@ -500,7 +500,8 @@ class KubeRay(pulumi.ComponentResource):
 KONNECTIVITY_NAMESPACE = "kube-system"
 KONNECTIVITY_AGENT_LABELS = {"k8s-app": "konnectivity-agent"}
 ADDON_OPERATOR_SOURCE_NOTE = (
-    "NetworkPolicy: the GKE Ray addon hosts its KubeRay operator outside the cluster; the "
+    "The dashboard's NetworkPolicy admits the Ray addon's hosted operator through Konnectivity "
+    "(unconfirmed). The GKE Ray addon hosts its KubeRay operator outside the cluster; the "
     "dashboard port (8265) admits it through the control plane's Konnectivity agents "
     "(kube-system, k8s-app=konnectivity-agent), besides the RayJob submitter and the Ray pods, "
     "and nothing else. Unconfirmed that the hosted operator uses that path: set "
@@ -522,8 +523,9 @@ def addon_operator_source() -> k8s.networking.v1.NetworkPolicyPeerArgs:
 # enableInTreeAutoscaling on an addon cluster). The addon ships KubeRay v1.5 on GKE 1.35 and v1.4
 # on 1.34; autoscalerOptions.version needs KubeRay >= 1.4 (its validation message).
 ADDON_AUTOSCALING_MESSAGE = (
-    "GPU workers scale with the Ray autoscaler (enableInTreeAutoscaling, autoscalerOptions."
-    "version v2). Under GKE's Ray addon this is unconfirmed: Google documents no limitation and "
+    "The Ray autoscaler under GKE's Ray addon is unconfirmed: check the head pod's `autoscaler` "
+    "container after `pulumi up`. GPU workers scale with the Ray autoscaler "
+    "(enableInTreeAutoscaling, autoscalerOptions.version v2); Google documents no limitation and "
     "no support (its ray-kueue-dws tutorial uses in-tree autoscaling with the addon), and the "
     "addon's KubeRay is v1.5 on GKE 1.35 (v1.4 on 1.34; autoscalerOptions.version needs >= 1.4). "
     "After `pulumi up`, check that the head pod has an `autoscaler` container; "

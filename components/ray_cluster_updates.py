@@ -50,7 +50,8 @@ def replacement_options(operator: str, helm_chart_version: str | None) -> dict:
 def replacement_message(operator: str, helm_chart_version: str | None, name: str) -> str | None:
     if upgrade_strategy(operator, helm_chart_version) is not None:
         return None
-    return (f"RayCluster {name}: the GKE Ray addon's KubeRay version is not published, so "
+    return (f"A pod template change REPLACES RayCluster {name} and stops a live run. The GKE Ray "
+            "addon's KubeRay version is not published, so "
             "spec.upgradeStrategy (KubeRay >= 1.6) is not used: a change to the head or worker "
             "pod templates REPLACES the RayCluster (deleted, then created). That stops a live "
             "run (its driver runs on the head); its next attempt resumes from the checkpoints. "

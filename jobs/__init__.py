@@ -10,7 +10,7 @@ user runs on a workstation. One package per runtime (docs/development.md, "Sourc
     jobs/plan/      pure planning for `pulumi up` and the CLI: renderers, preflight, the memory
                     planner, model shapes, versions, prices, the stack-file reader
                                                                          -> imports contract only
-    jobs/cli/       the workstation commands (`python -m jobs ...`)    -> imports plan, contract
+    jobs/cli/       the workstation commands (`gke-grpo ...`)    -> imports plan, contract
 
 jobs/ imports nothing of Pulumi, components/ or tools/ (.importlinter).
 """

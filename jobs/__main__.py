@@ -1,4 +1,5 @@
-"""``python -m jobs ...``: the jobs CLI (jobs/cli/main.py)."""
+"""``python -m jobs ...``: the alias of the ``gke-grpo`` command (pyproject.toml
+[project.scripts]; jobs/cli/main.py), for an environment where the project is not installed."""
 
 import sys
 

@@ -354,6 +354,39 @@ def render_tree(result: PreviewResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+class _WarningCollector(logging.Handler):
+    """The program's warnings (pulumi.log.warn under the mocks), kept for one grouped block."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+# A warning's one-line form: its first sentence (the program writes each warning's summary first).
+SUMMARY_MAX = 160
+
+
+def warning_summary(message: str) -> str:
+    first = message.split(". ", 1)[0].split("\n", 1)[0].rstrip(".")
+    return first if len(first) <= SUMMARY_MAX else first[:SUMMARY_MAX - 3].rstrip() + "..."
+
+
+def render_warnings(messages: list[str], *, details: bool) -> str:
+    """The warnings as one block: one line each (the whole text with --details), repeats once."""
+    unique = list(dict.fromkeys(messages))
+    if not unique:
+        return ""
+    lines = [f"{len(unique)} warning{'s' if len(unique) > 1 else ''}"
+             + ("" if details else " (first sentences; --details prints them in full, "
+                "docs/troubleshooting.md#preview-warnings says what each means)") + ":"]
+    for message in unique:
+        lines.append(f"  - {message if details else warning_summary(message)}")
+    return "\n".join(lines) + "\n\n"
+
+
 def render_json(result: PreviewResult) -> str:
     return json.dumps(result.document(), indent=2, sort_keys=True) + "\n"
 
@@ -366,8 +399,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deployed-outputs", type=Path, metavar="FILE",
                         help="the stack's last outputs (`pulumi stack output --json`): say what the "
                              "config would replace of what they describe")
+    parser.add_argument("--details", action="store_true",
+                        help="print each warning in full (default: its first sentence, one line each)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s: %(message)s")
+    warnings = _WarningCollector()
+    logging.basicConfig(level=logging.WARNING, handlers=[warnings])
     try:
         deployed = read_deployed_outputs(args.deployed_outputs) if args.deployed_outputs else None
         result = run_preview(args.stack, args.config_file, deployed)
@@ -391,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: inputs left unknown (the mocks must compute them):\n  "
               + "\n  ".join(result.unknown_inputs), file=sys.stderr)
         return EXIT_ERROR
+    sys.stderr.write(render_warnings(warnings.messages, details=args.details))
     sys.stdout.write(render_json(result) if args.json else render_tree(result))
     return EXIT_OK
 

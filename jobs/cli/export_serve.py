@@ -1,10 +1,10 @@
 """`jobs export` and `jobs serve`: a run's checkpoint as a Hugging Face model directory on /data,
 and a vLLM OpenAI-compatible server on it.
 
-    python -m jobs export RUN [--step N] --stack dev        a Ray job on the head: jobs/head/export.py
-    python -m jobs serve  RUN [--step N] --stack dev        Deployment + Service, then a port-forward
-    python -m jobs serve  RUN --dry-run                     print the manifest (YAML), apply nothing
-    python -m jobs serve  [RUN] --stop --stack dev          remove the server(s)
+    gke-grpo export RUN [--step N] --stack dev        a Ray job on the head: jobs/head/export.py
+    gke-grpo serve  RUN [--step N] --stack dev        Deployment + Service, then a port-forward
+    gke-grpo serve  RUN --dry-run                     print the manifest (YAML), apply nothing
+    gke-grpo serve  [RUN] --stop --stack dev          remove the server(s)
 
 `export` submits ``python3 -m jobs.head.export --plan <deployed plan> --run-id RUN [--step N]``
 (shell-safe, as the run's own command) and follows it: the export runs where the run's files
@@ -166,7 +166,7 @@ def _wait_ready(args, kubeconfig: str | None, namespace: str, name: str, err: Te
                 log = _kubectl_run(args, kubeconfig, "logs", "-n", namespace, pod["metadata"]["name"],
                                "--tail", "20", *previous)
                 raise UsageError("the server's pod ended before it was ready:\n" + log.strip()[-1500:]
-                                 + f"\n(`python -m jobs serve {args.run} --stop` removes it)")
+                                 + f"\n(`gke-grpo serve {args.run} --stop` removes it)")
         time.sleep(args.poll_seconds)
     raise Unreachable(f"the server was not ready within {args.wait_seconds:.0f} s (a new GPU node "
                       "and a model load take minutes): `kubectl get pods -n "
@@ -233,6 +233,6 @@ def cmd_serve(args, out: TextIO, err: TextIO) -> int:
         except PortForwardError as exc:
             raise Unreachable(str(exc)) from None
         except KeyboardInterrupt:
-            print(f"\n[jobs] forward closed; the server keeps running (`python -m jobs serve "
+            print(f"\n[jobs] forward closed; the server keeps running (`gke-grpo serve "
                   f"{args.run} --stop` removes it)", file=err, flush=True)
             return ExitCode.OK

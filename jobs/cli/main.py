@@ -1,17 +1,17 @@
 """The jobs CLI: submit, attach, tail, stop and report GRPO runs on the stack's Ray cluster.
 
-    python -m jobs submit    --stack dev [--rerun] [--attempt N] [--no-follow]
-    python -m jobs attach    --stack dev
-    python -m jobs logs      --stack dev [--follow] [--attempt N]
-    python -m jobs status    --stack dev
-    python -m jobs list      --stack dev
-    python -m jobs stop      --stack dev [--wait]
-    python -m jobs plot      --stack dev --out run.png  |  --log FILE ... --out run.png
-    python -m jobs report    RUN [--run-dir DIR] [--stack dev] [--out DIR]
-    python -m jobs health    PATH
-    python -m jobs export    RUN [--step N] --stack dev
-    python -m jobs serve     RUN [--step N] [--dry-run] --stack dev  |  serve [RUN] --stop
-    python -m jobs preflight --stack dev
+    gke-grpo submit    --stack dev [--rerun] [--attempt N] [--no-follow]
+    gke-grpo attach    --stack dev
+    gke-grpo logs      --stack dev [--follow] [--attempt N]
+    gke-grpo status    --stack dev
+    gke-grpo list      --stack dev
+    gke-grpo stop      --stack dev [--wait]
+    gke-grpo plot      --stack dev --out run.png  |  --log FILE ... --out run.png
+    gke-grpo report    RUN [--run-dir DIR] [--stack dev] [--out DIR]
+    gke-grpo health    PATH
+    gke-grpo export    RUN [--step N] --stack dev
+    gke-grpo serve     RUN [--step N] [--dry-run] --stack dev  |  serve [RUN] --stop
+    gke-grpo preflight --stack dev
 
 Target: the deployed stack (``pulumi stack output --json --show-secrets [-s STACK]``; no
 ``--stack``: Pulumi's selected stack): its namespace, head service, run, spec and kubeconfig.
@@ -46,6 +46,9 @@ from jobs.contract.credentials import redact
 from jobs.contract.exit_codes import ExitCode
 from jobs.contract.safe_files import UnusableFile
 
+# The console script's name (pyproject.toml [project.scripts]); `python -m jobs` is its alias.
+PROG = "gke-grpo"
+
 
 def build_parser() -> argparse.ArgumentParser:
     target = argparse.ArgumentParser(add_help=False)
@@ -70,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--attempt", type=positive_int, help="attempt number (default: the latest)")
     which.add_argument("--submission-id", help="a Ray submission id instead of the run's attempts")
 
-    parser = argparse.ArgumentParser(prog="python -m jobs", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Exit codes: 0 ok, 1 job failed, 2 usage/config error, "
                                             "3 GPU wait timeout, 4 dashboard unreachable, "
@@ -83,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-follow", action="store_true", help="return once submitted")
     sub.add_parser("attach", parents=[target, follow, which], help="follow the latest (or given) attempt")
     p = sub.add_parser("logs", parents=[target, follow, which], help="print (or --follow) an attempt's logs")
-    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--follow", "-f", action="store_true",
+                   help="keep printing new lines until the attempt ends (Ctrl-C stops following, not the attempt)")
     rundir = argparse.ArgumentParser(add_help=False)
     rundir.add_argument("--run-dir", help="the run's directory (/data/runs/<run-id> on the cluster, or a copy): "
                                           "TensorBoard metrics and timeline; alone, no dashboard is needed")
@@ -99,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="reward, response length and throughput over steps (PNG)")
     p.add_argument("--log", action="append", help="a console log file (repeat for attempts, oldest first)")
     p.add_argument("--out", required=True, help="PNG to write")
-    p.add_argument("--framework", choices=("auto", "verl", "nemo-rl"), default="auto")
+    p.add_argument("--framework", choices=("auto", "verl", "nemo-rl"), default="auto",
+                   help="whose console log lines to read (--log files or the attempt's logs; default: recognised from the lines)")
     p = sub.add_parser("report", help="one HTML page with the run's curves, timeline, goodput and cost")
     p.add_argument("run", metavar="RUN", help="run id (its directory /data/runs/RUN) or a run directory")
     p.add_argument("--run-dir", help="the run's directory, when RUN is an id and the directory is elsewhere")
@@ -116,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_serve_parsers(sub, target, follow)
     sub.add_parser("preflight", help="check the job config against the frameworks' rules",
                    add_help=False)
+    for choice in sub._choices_actions:   # argparse keeps the one-line helps here
+        command = sub.choices[choice.dest]
+        command.description = command.description or choice.help[:1].upper() + choice.help[1:] + "."
     return parser
 
 
@@ -142,7 +150,7 @@ def main(argv: Sequence[str] | None = None, *, build_entrypoint: EntrypointBuild
             return _main(argv, build_entrypoint=build_entrypoint, out=out, err=err, retry=retry)
         except _Terminated as exc:
             print(f"\n[jobs] {signal.Signals(exc.signum).name}: stopped; the port-forward is closed "
-                  "and the attempt keeps running on the cluster (`python -m jobs stop` stops it)",
+                  "and the attempt keeps running on the cluster (`gke-grpo stop` stops it)",
                   file=err_stream, flush=True)
             return 128 + exc.signum
 
@@ -222,7 +230,8 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
         if code is not None:
             return code
         with open_target(args, err) as target:
-            runs = Runs(target.address, retry=retry, out=out, err=err)
+            runs = Runs(target.address, retry=retry, out=out, err=err,
+                        namespace=target.stack.namespace if target.stack else None)
             if args.command == "submit":
                 return cmd_submit(runs, target, args, out, err, build_entrypoint or default_entrypoint)
             return COMMANDS[args.command](runs, target, args, out, err)
@@ -240,7 +249,7 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
         return ExitCode.DASHBOARD_UNREACHABLE
     except KeyboardInterrupt:
         print("\n[jobs] interrupted: stopped following; the attempt keeps running on the cluster "
-              "(`python -m jobs stop` stops it)", file=err, flush=True)
+              "(`gke-grpo stop` stops it)", file=err, flush=True)
         return ExitCode.INTERRUPTED
     except Exception as exc:
         if os.environ.get("GKE_GRPO_DEBUG") == "1":

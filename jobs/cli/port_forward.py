@@ -92,8 +92,9 @@ class _Forward:
     connection breaks), up to `max_restarts` times in a row."""
 
     def __init__(self, cmd: list[str], port: int, namespace: str, ready_timeout: float,
-                 max_restarts: int, err: TextIO | None):
+                 max_restarts: int, err: TextIO | None, *, credentials_hint: str | None = None):
         self.cmd, self.port, self.namespace = cmd, port, namespace
+        self.credentials_hint = credentials_hint or "gcloud container clusters get-credentials CLUSTER --location LOCATION"
         # The command as printed: a --kubeconfig file is the stack's (temporary, removed).
         self.shown = " ".join("STACK-KUBECONFIG" if i and cmd[i - 1] == "--kubeconfig" else a
                               for i, a in enumerate(cmd))
@@ -134,7 +135,7 @@ class _Forward:
                 raise PortForwardError(
                     f"`{self.shown}` exited with code {proc.returncode}: "
                     f"{self._output()}\n  Check the cluster credentials "
-                    f"(gcloud container clusters get-credentials ...), the namespace "
+                    f"(`{self.credentials_hint}`), the namespace "
                     f"{self.namespace!r} and that the RayCluster's head service exists.")
             if time.monotonic() >= deadline or self.stopping.is_set():
                 raise PortForwardError(
@@ -216,7 +217,8 @@ def port_forward(namespace: str, service: str, *, remote_port: int = DASHBOARD_P
                  local_port: int | None = None, kubectl: str = "kubectl",
                  context: str | None = None, ready_timeout: float = 30.0,
                  extra_args: Sequence[str] = (), max_restarts: int = 5,
-                 err: TextIO | None = None, kubeconfig: str | None = None) -> Iterator[str]:
+                 err: TextIO | None = None, kubeconfig: str | None = None,
+                 credentials_hint: str | None = None) -> Iterator[str]:
     """Forward 127.0.0.1:<local_port> to svc/<service>:<remote_port>; yield the http address.
 
     kubectl is restarted (same port) when it exits while the block runs, at most
@@ -230,7 +232,8 @@ def port_forward(namespace: str, service: str, *, remote_port: int = DASHBOARD_P
         cmd[1:1] = ["--context", context]
     if kubeconfig:   # a file path (the stack's exported kubeconfig), never its content
         cmd[1:1] = ["--kubeconfig", kubeconfig]
-    forward = _Forward(cmd, port, namespace, ready_timeout, max_restarts, err)
+    forward = _Forward(cmd, port, namespace, ready_timeout, max_restarts, err,
+                       credentials_hint=credentials_hint)
     try:
         forward.start()
         yield f"http://127.0.0.1:{port}"

@@ -13,7 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from jobs.cli.stack_outputs import StackError, deployed_outputs, offline_spec, replacement_report
+from jobs.cli.stack_outputs import (
+    StackError,
+    deployed_outputs,
+    deployed_run_spec,
+    offline_spec,
+    replacement_report,
+)
 from jobs.contract.exit_codes import ExitCode
 from jobs.plan.checkpoint_interval import checkpoint_interval_findings
 from jobs.plan.gpu_memory import format_plan, plan_for_spec
@@ -70,15 +76,39 @@ def _capacity_and_tier(stack: str, config_file: Path | None) -> tuple[str | None
     return (model if isinstance(model, str) else None), (tier if isinstance(tier, int) else None)
 
 
+def check_run_identity(stack: str, spec, pulumi: str = "pulumi") -> int:
+    """Against the deployed stack's runSpec: a note when the run id changes (a new run, a new
+    checkpoint directory), a warning per changed field the framework ignores
+    (jobs/plan/run_identity.py). Returns the warnings; silent when nothing is deployed (the
+    replacement check says so already)."""
+    from jobs.plan.run_identity import describe_identity_change
+
+    try:
+        deployed = deployed_run_spec(deployed_outputs(stack, pulumi))
+    except StackError:
+        return 0
+    if deployed is None:
+        return 0
+    lines = describe_identity_change(deployed, spec)
+    for level, line in lines:
+        print(f"{level}: {line}")
+    return sum(level == "warning" for level, _ in lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gke-grpo preflight",
+                                     description="Check a stack's GRPO job against the rules of "
+                                                 "verl / NeMo RL before anything runs.")
+    parser.add_argument("--stack", "-s", required=True, help="stack name: reads Pulumi.<stack>.yaml")
+    parser.add_argument("--config-file", type=Path, default=None,
+                        help="a stack file to read instead of Pulumi.<stack>.yaml")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """Load and validate the stack config, build the spec, print findings. Exit 0 when there is
     no error (warnings allowed), 2 on an invalid or unreadable config or a preflight error."""
-    parser = argparse.ArgumentParser(prog="python -m jobs preflight",
-                                     description="Check a stack's GRPO job against the rules of "
-                                                 "verl / NeMo RL before anything runs.")
-    parser.add_argument("--stack", required=True, help="stack name: reads Pulumi.<stack>.yaml")
-    parser.add_argument("--config-file", type=Path, default=None,
-                        help="a stack file to read instead of Pulumi.<stack>.yaml")
+    parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
@@ -97,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
         print(format_plan(plan))
     refused, replaced = check_replacements(args.stack, args.config_file)
+    replaced += check_run_identity(args.stack, spec)
     failed = len(errors(findings)) + refused
     warnings = len(findings) - len(errors(findings)) + replaced
     print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "

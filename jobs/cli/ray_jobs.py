@@ -245,8 +245,9 @@ class Runs:
     def __init__(self, address: str, *, retry: RetryPolicy = RetryPolicy(),
                  out: TextIO | None = None, err: TextIO | None = None,
                  client_factory: Callable[[str], Any] | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, namespace: str | None = None):
         self.address = address
+        self.namespace = namespace    # the RayCluster's, for the hints (None: --address alone)
         self.retry = retry
         self.out = out or sys.stdout
         self.err = err or sys.stderr
@@ -263,7 +264,7 @@ class Runs:
             f"the Ray dashboard at {self.address} did not answer after {tries} "
             f"{'try' if tries == 1 else 'tries'} over {waited:.1f}s ({type(exc).__name__}: "
             f"{redact(exc)}).\n"
-            "  Is the RayCluster up (`kubectl get raycluster,pods -n <namespace>`), is the "
+            f"  Is the RayCluster up (`kubectl get raycluster,pods -n {self.namespace or 'NAMESPACE'}`), is the "
             "head pod Running, and is the port-forward alive? With --stack the CLI opens the "
             "port-forward itself; with --address you keep it open.")
 
@@ -376,7 +377,7 @@ class Runs:
             if live:
                 raise RunError(f"attempt {live[-1].number} of run {spec.run_id} is "
                                f"{live[-1].status}: two attempts of one run would write the same "
-                               "checkpoint directory; stop it first (python -m jobs stop)")
+                               "checkpoint directory; stop it first (gke-grpo stop)")
             number = attempt
         elif latest is None:
             number = max(1, spec.attempt)
@@ -416,7 +417,7 @@ class Runs:
             raise SubmitUncertain(
                 f"submitting {submission_id} failed ({what}) and the dashboard at {self.address} "
                 "then stopped answering: the attempt may or may not have been created. Check "
-                "with `python -m jobs list` before submitting again (a second submit attaches "
+                "with `gke-grpo list` before submitting again (a second submit attaches "
                 "to it if it exists).") from None
         except RuntimeError as check:
             if "404" in str(check) or "does not exist" in str(check):
@@ -548,7 +549,7 @@ class Runs:
         if attempt.status == "SUCCEEDED" or attempt.live:
             return ExitCode.OK
         if attempt.status == "STOPPED":
-            print(f"[jobs] {attempt.submission_id} was STOPPED. `python -m jobs submit` starts the "
+            print(f"[jobs] {attempt.submission_id} was STOPPED. `gke-grpo submit` starts the "
                   "next attempt, resuming from the run's checkpoints.", file=self.err, flush=True)
             return ExitCode.JOB_STOPPED
         tail = self.log_tail(attempt.submission_id)

@@ -126,7 +126,7 @@ def mismatch(rayjob: RayJobView, ray_status: str) -> str | None:
             "AppFailed": "KubeRay saw the submitter finish without the Ray job",
         }.get(rayjob.reason, "KubeRay no longer watches this RayJob")
         return (f"{head}, Ray job {ray_status}: {why}; the run goes on, follow it with "
-                "`python -m jobs status` / `attach`, not the RayJob")
+                "`gke-grpo status` / `attach`, not the RayJob")
     if rayjob.deployment == "Running" and ray_status in ("SUCCEEDED", "FAILED", "STOPPED"):
         return (f"{head}, Ray job {ray_status}: KubeRay marks the RayJob once its submitter pod "
                 "has finished (it may still be following the log)")

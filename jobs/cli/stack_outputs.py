@@ -63,6 +63,7 @@ class StackTarget:
     spec: GrpoSpec | None            # runSpec
     cost_estimate: dict | None = None    # costEstimate
     gpu_capacity: dict | None = None     # gpuCapacity: sources, rates, idle timeout
+    get_credentials: str | None = None   # getCredentials: the gcloud command for this cluster
     kubeconfig: str | None = field(default=None, repr=False)   # secret: never printed
 
     @property
@@ -114,7 +115,18 @@ def target_from_outputs(outputs: dict[str, Any], *, stack: str | None, source: s
                        cost_estimate=cost if isinstance(cost, dict) else None,
                        gpu_capacity=outputs.get("gpuCapacity")
                        if isinstance(outputs.get("gpuCapacity"), dict) else None,
-                       kubeconfig=kubeconfig)
+                       get_credentials=optional("getCredentials"), kubeconfig=kubeconfig)
+
+
+def deployed_run_spec(outputs: dict[str, Any]) -> GrpoSpec | None:
+    """The runSpec output as this checkout's GrpoSpec; None when absent or of another version."""
+    raw_spec = outputs.get("runSpec")
+    if not isinstance(raw_spec, dict):
+        return None
+    try:
+        return GrpoSpec.from_json(json.dumps(_whole_numbers(raw_spec)))
+    except (TypeError, ValueError):
+        return None
 
 
 def _whole_numbers(fields: dict[str, Any]) -> dict[str, Any]:
@@ -138,8 +150,10 @@ def _run_tool(argv: Sequence[str], what: str, timeout: float) -> str:
     except subprocess.TimeoutExpired:
         raise StackError(f"{what} did not finish in {timeout:.0f} s") from None
     if done.returncode != 0:
-        # Pulumi's and the preview's messages name the problem; no output value is in them.
-        detail = " ".join(redact(done.stderr).split())[-1500:] or f"exit {done.returncode}"
+        # Pulumi's and the preview's messages name the problem; no output value is in them. Kept
+        # line by line: a config error lists one problem per line.
+        lines = [line.rstrip() for line in redact(done.stderr).splitlines() if line.strip()]
+        detail = "\n".join(lines[-60:])[-4000:] or f"exit {done.returncode}"
         raise StackError(f"{what} failed: {detail}")
     return done.stdout
 

@@ -81,7 +81,8 @@ def open_target(args: argparse.Namespace, err: TextIO) -> Iterator[Target]:
         try:
             address = stack.enter_context(port_forward(
                 namespace, service, local_port=args.local_port, context=args.kube_context,
-                kubectl=args.kubectl, err=err, kubeconfig=kubeconfig))
+                kubectl=args.kubectl, err=err, kubeconfig=kubeconfig,
+                credentials_hint=stack_info.get_credentials))
         except PortForwardError as exc:
             raise Unreachable(str(exc)) from None
         yield Target(address, spec, run_id, stack_info, kube)
@@ -105,5 +106,5 @@ def pick_attempt(runs: Runs, target: Target, args: argparse.Namespace) -> Attemp
         return match[0]
     if not attempts:
         raise UsageError(f"run {run_id} has no attempt on {target.address} yet: "
-                         "`python -m jobs submit` starts one")
+                         "`gke-grpo submit` starts one")
     return attempts[-1]

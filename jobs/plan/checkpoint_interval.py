@@ -163,7 +163,7 @@ def checkpoint_interval_findings(spec: GrpoSpec, capacity_source: str | None,
         f"{period_text(optimum)}: saves would take {cost / period:.0%} of the time ({cost_basis}: "
         f"{cost:.0f} s each) and redone steps {period / (2 * mtbi):.1%} (an interruption every "
         f"{mtbi / 3600:,.1f} h: {mtbi_basis}), {factor:.1f}x the least. The least is at {advice}. "
-        "Priors: data/interruption-priors.yaml; `python -m jobs status` recomputes the period "
+        "Priors: data/interruption-priors.yaml; `gke-grpo status` recomputes the period "
         "from the run's own checkpoint times and interruptions"))]
 
 
