@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -58,7 +59,7 @@ def test_preflight_warns_against_the_deployed_run(tmp_path, monkeypatch, capsys)
     stand_in_pulumi.install(tmp_path / "bin", {"dev": {"outputs": outputs, "secrets": ["kubeconfig"]}},
                             selected="dev")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-    document = yaml.safe_load(open("Pulumi.dev.yaml"))
+    document = yaml.safe_load(Path("Pulumi.dev.yaml").read_text())
     job = document["config"]["gke-grpo:job"]
     job["microBatchSizePerGpu"] = int(job.get("microBatchSizePerGpu", 1)) * 2
     changed = tmp_path / "Pulumi.dev-changed.yaml"
