@@ -128,3 +128,28 @@ def test_a_plain_text_token_in_a_stack_file_is_still_refused(tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     assert "gke-grpo:hfToken" in result.stderr and "must be stored as a secret" in result.stderr
     assert "hf_" + "a" * 34 not in result.stderr
+
+
+# ---- the warnings block -------------------------------------------------------------------------
+
+def test_warnings_are_one_grouped_line_each():
+    from tools.preview import SUMMARY_MAX, render_warnings, warning_summary
+
+    long = "KubeRay token authentication is off. " + "The detail goes on. " * 40
+    block = render_warnings([long, long, "Short one"], details=False)
+    lines = block.strip().splitlines()
+    assert lines[0].startswith("2 warnings (first sentences; --details prints them in full")
+    assert lines[1:] == ["  - KubeRay token authentication is off", "  - Short one"]
+    assert len(warning_summary("x" * 400)) == SUMMARY_MAX
+    assert long in render_warnings([long], details=True)
+    assert render_warnings([], details=False) == ""
+
+
+def test_the_dev_preview_prints_each_warning_on_one_line():
+    done = _run("dev")
+    assert done.returncode == 0, done.stderr
+    block = done.stderr.split("\n\n")[0].splitlines()
+    assert block[0].split()[1] == "warnings" and len(block) == int(block[0].split()[0]) + 1
+    assert all(len(line) <= 165 for line in block[1:]), block
+    detailed = _run("dev", "--details")
+    assert "docker manifest inspect" in detailed.stderr and "docker manifest inspect" not in done.stderr

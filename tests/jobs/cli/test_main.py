@@ -214,6 +214,16 @@ def test_cli_port_forward_failure_is_exit_4(tmp_path):
     assert code == ExitCode.DASHBOARD_UNREACHABLE
     assert "port-forward svc/grpo-dev-head-svc -n grpo" in err.getvalue()
     assert "exited with code 1" in err.getvalue()
+    # the hint is the stack's own command (output getCredentials), not a placeholder
+    assert "(`gcloud container clusters get-credentials grpo-dev --location us-central1 --project " \
+           "my-grpo-dev --dns-endpoint`), the namespace 'grpo'" in err.getvalue()
+
+
+def test_the_unreachable_dashboard_hint_names_the_namespace():
+    from jobs.cli.ray_jobs import Runs
+
+    hint = str(Runs("http://127.0.0.1:9", namespace="grpo")._unreachable(OSError("refused"), 1))
+    assert "kubectl get raycluster,pods -n grpo`" in hint
 
 
 # ---- CLI usage -------------------------------------------------------------------------------
