@@ -335,5 +335,9 @@ class GpuCapacity(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[args.gvnic_subnet, *args.rdma_subnets],
                 ignore_changes=GPU_POOL_IGNORE_CHANGES,
+                # Fixed names (components/config/capacity.py): the old pool must go first, or
+                # the new one's create fails on the name (and a reservation's capacity is the
+                # old pool's until then). Hash-named pools keep Pulumi's create-before-delete.
+                delete_before_replace=not source.create_before_delete,
             ),
         )

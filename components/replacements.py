@@ -257,7 +257,16 @@ def run_warnings(replacements: list[Replacement], checkpoint_dir: str,
     data stores a change deletes on purpose (storage.allowDataLoss)."""
     warnings = []
     for r in replacements:
-        if r.holds == "run":
+        if r.holds == "run" and r.type == NODE_POOL and not r.removed:
+            renamed = any(field == "name" for field, _, _ in r.changes)
+            order = ("the new pool is created first, under its new name, and the old one deleted "
+                     "after it: a live run keeps its GPUs until then, is STOPPED when the old pool "
+                     "goes, and" if renamed else
+                     "the old pool is deleted first (a reservation's capacity, or a fixed nodePool "
+                     "name, cannot be held by two pools): a live run on it is STOPPED at once, and")
+            warnings.append(f"{r.describe()}: {order} its next attempt resumes from its "
+                            f"checkpoint ({checkpoint_dir})")
+        elif r.holds == "run":
             warnings.append(f"{r.describe()}: a live run on it is STOPPED; its next attempt "
                             f"resumes from its checkpoint ({checkpoint_dir})")
         elif r.holds == "data" and allow_data_loss:

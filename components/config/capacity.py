@@ -4,7 +4,10 @@ source of ``gpu.provisioningModel``), in order, each with its node pool's name a
     capacity_plan(gpu, autopilot=..., machine_type=...) -> CapacityPlan
 
 Pool names are derived from the source alone (never from its position), so adding, removing or
-reordering sources never renames, and so never replaces, the pool of another source. The one pool
+reordering sources never renames, and so never replaces, the pool of another source. A Spot or
+flex-start pool's name ends in a hash of the fields whose change replaces it, so its replacement
+is created first, beside it; a reservation's pool (and a pool named by ``nodePool``) keeps a fixed
+name and is deleted first: the reservation's capacity cannot be held by two pools at once. The one pool
 of a ``provisioningModel`` config is ``<machine>-pool``; a list's source keeps it (name and Pulumi
 resource name: the pool is neither replaced nor moved) by saying ``nodePool: <machine>-pool``.
 """
@@ -36,6 +39,9 @@ class PlannedSource:
     initial_nodes: int                     # its pool's nodes at creation
     pool_name: str                         # GKE node pool name (Standard)
     resource_suffix: str                   # Pulumi resource name suffix ("": <machine>-pool's)
+    # Replaced create-before-delete: the pool's name carries a hash of its replacing fields, so
+    # a replacement's new pool can exist beside the old one. False: fixed name, deleted first.
+    create_before_delete: bool = False
 
     @property
     def provisioning_model(self) -> str:
@@ -111,6 +117,27 @@ def _legacy_source(gpu: GpuConfig) -> CapacitySource:
     return CapacitySource.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
+# A name suffix of 7 characters ("-" + 6 hex digits of the replacing fields' hash).
+REPLACEMENT_HASH_LENGTH = 6
+
+
+def replacing_fields_hash(gpu: GpuConfig, machine_type: str, kind: str,
+                          max_run_duration_seconds: int | None) -> str:
+    """A hash of what the pool's ForceNew fields come from (components/replacements.py
+    gpu_pool_fields lists them): a change of any gives the pool a new name."""
+    fields = (machine_type, gpu.type, gpu.driver_version, kind, max_run_duration_seconds,
+              gpu.compact_placement)
+    return hashlib.sha256(repr(fields).encode()).hexdigest()[:REPLACEMENT_HASH_LENGTH]
+
+
+def _replaceable_name(base: str, gpu: GpuConfig, machine_type: str, kind: str,
+                      max_run_duration_seconds: int | None) -> str:
+    """``base-<hash>``: a Spot or flex-start pool holds no capacity of its own, so a replacement
+    can create the new pool first, under this new name, and delete the old one after it."""
+    tail = "-" + replacing_fields_hash(gpu, machine_type, kind, max_run_duration_seconds)
+    return base[:POOL_NAME_MAX - len(tail)].rstrip("-") + tail
+
+
 def capacity_plan(gpu: GpuConfig, *, machine_type: str) -> CapacityPlan:
     """The validated config's sources, in order (the rules have checked them)."""
     default_max = gpu.nodes if gpu.max_nodes is None else gpu.max_nodes
@@ -118,11 +145,14 @@ def capacity_plan(gpu: GpuConfig, *, machine_type: str) -> CapacityPlan:
         source = _legacy_source(gpu)
         reserved = source.kind == "reservation"
         minimum = gpu.min_nodes if gpu.min_nodes is not None else (gpu.nodes if reserved else 0)
+        name = legacy_pool_name(machine_type)
+        if not reserved:
+            name = _replaceable_name(name, gpu, machine_type, source.kind, source.max_run_duration_seconds)
         planned = PlannedSource(
             kind=source.kind, reservation=_reservation(source),
             max_run_duration_seconds=source.max_run_duration_seconds, max_nodes=default_max,
             min_nodes=minimum, initial_nodes=gpu.nodes if reserved else 0,
-            pool_name=legacy_pool_name(machine_type), resource_suffix="")
+            pool_name=name, resource_suffix="", create_before_delete=not reserved)
         return CapacityPlan((planned,), from_list=False)
     planned_sources = []
     for source in gpu.capacity:
@@ -132,12 +162,18 @@ def capacity_plan(gpu: GpuConfig, *, machine_type: str) -> CapacityPlan:
         else:
             maximum = source.max_nodes if source.max_nodes is not None else default_max
             minimum = initial = 0
-        name = source.node_pool or pool_name_for(machine_type, source)
-        suffix = "" if name == legacy_pool_name(machine_type) else name
+        base = source.node_pool or pool_name_for(machine_type, source)
+        suffix = "" if base == legacy_pool_name(machine_type) else base
+        # A reservation's pool holds the reservation's capacity: its replacement must delete it
+        # first. An explicit nodePool is a name the user chose: kept exactly (deleted first too).
+        replaceable = source.kind != "reservation" and source.node_pool is None
+        name = (_replaceable_name(base, gpu, machine_type, source.kind, source.max_run_duration_seconds)
+                if replaceable else base)
         planned_sources.append(PlannedSource(
             kind=source.kind, reservation=_reservation(source),
             max_run_duration_seconds=source.max_run_duration_seconds, max_nodes=maximum,
-            min_nodes=minimum, initial_nodes=initial, pool_name=name, resource_suffix=suffix))
+            min_nodes=minimum, initial_nodes=initial, pool_name=name, resource_suffix=suffix,
+            create_before_delete=replaceable))
     return CapacityPlan(tuple(planned_sources), from_list=True)
 
 

@@ -58,8 +58,9 @@ def test_each_variant_renders_a_valid_ray_cluster_and_class(variant):
     assert len(gpu_pools) == sources
     if sources == 1:
         assert classes == [] and selector == {"cloud.google.com/gke-accelerator": "nvidia-b200",
-                                              "cloud.google.com/gke-nodepool": "a4-highgpu-8g-spot",
+                                              "cloud.google.com/gke-nodepool": gpu_pools[0].inputs["name"],
                                               "cloud.google.com/gke-spot": "true"}
+        assert gpu_pools[0].inputs["name"].startswith("a4-highgpu-8g-spot-")
         return
     [compute_class] = classes
     manifest = {k: compute_class.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}

@@ -6,6 +6,7 @@ test_capacity_waterfall.py."""
 from __future__ import annotations
 
 import json
+import re
 
 import jsonschema
 import pytest
@@ -51,8 +52,10 @@ def _gpu(**fields) -> GpuConfig:
 def test_standard_pool_from_its_own_args():
     built = _capacity(False, _gpu(provisioningModel="spot", maxNodes=3))
     pool = built.one(POOL).inputs
-    assert (pool["name"], pool["cluster"], pool["location"], pool["nodeLocations"]) == (
-        "a4-highgpu-8g-pool", "unit-cluster", "us-east5", ["us-east5-a"])
+    # A Spot pool's name ends in the hash of its replacing fields (create-before-delete).
+    assert re.fullmatch(r"a4-highgpu-8g-pool-[0-9a-f]{6}", pool["name"])
+    assert (pool["cluster"], pool["location"], pool["nodeLocations"]) == (
+        "unit-cluster", "us-east5", ["us-east5-a"])
     assert pool["autoscaling"]["totalMaxNodeCount"] == 3
     assert pool["management"]["autoRepair"] is False
     node = pool["nodeConfig"]
@@ -61,7 +64,7 @@ def test_standard_pool_from_its_own_args():
     # gVNIC plus the two RDMA subnets handed over, in NIC order.
     assert [n["subnetwork"] for n in pool["networkConfig"]["additionalNodeNetworkConfigs"]] == [
         "u-gvnic-sub", "u-rdma-0", "u-rdma-1"]
-    assert built.value.pod_node_selector["cloud.google.com/gke-nodepool"] == "a4-highgpu-8g-pool"
+    assert built.value.pod_node_selector["cloud.google.com/gke-nodepool"] == pool["name"]
 
 
 def test_autopilot_has_no_pool_only_placement():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from tests.jobs import stand_in_pulumi
 from tools.preview import run_with_config
 
 P = "gke-grpo:"
+NODE_POOL_TYPE = "gcp:container/nodePool:NodePool"
 # Fields a registration sets from another resource's output (or lists in ignore_changes): they
 # follow that resource's identity, so the identity does not repeat them.
 FROM_OTHER_RESOURCES = {
@@ -102,8 +104,28 @@ def test_the_identity_is_what_the_components_register(variant):
 def test_the_waterfall_has_one_identity_per_pool():
     identity = _previews()["prod-waterfall"].outputs[IDENTITY_OUTPUT]["resources"]
     pools = {key: entry["fields"]["name"] for key, entry in identity.items() if key.startswith("gpu-pool")}
-    assert pools == {"gpu-pool": "a4-highgpu-8g-pool", "gpu-pool-a4-highgpu-8g-flex": "a4-highgpu-8g-flex",
-                     "gpu-pool-a4-highgpu-8g-spot": "a4-highgpu-8g-spot"}
+    assert set(pools) == {"gpu-pool", "gpu-pool-a4-highgpu-8g-flex", "gpu-pool-a4-highgpu-8g-spot"}
+    assert pools["gpu-pool"] == "a4-highgpu-8g-pool"          # the reservation's: a fixed name
+    assert re.fullmatch(r"a4-highgpu-8g-flex-[0-9a-f]{6}", pools["gpu-pool-a4-highgpu-8g-flex"])
+    assert re.fullmatch(r"a4-highgpu-8g-spot-[0-9a-f]{6}", pools["gpu-pool-a4-highgpu-8g-spot"])
+
+
+def test_only_fixed_name_pools_are_deleted_before_they_are_replaced():
+    registered = {r.name: r for r in _previews()["prod-waterfall"].by_type(NODE_POOL_TYPE)}
+    assert registered["gpu-pool"].delete_before_replace is True
+    assert registered["gpu-pool-a4-highgpu-8g-spot"].delete_before_replace is False
+    assert registered["gpu-pool-a4-highgpu-8g-flex"].delete_before_replace is False
+
+
+def test_a_spot_pool_is_replaced_create_before_delete_and_says_so(caplog):
+    deployed = _previews()["prod-waterfall"].outputs
+    changes = dict(VARIANTS["prod-waterfall"][1], **{P + "gpu.driverVersion": "LATEST"})
+    result = _preview_against("prod", changes, deployed, caplog)
+    assert result.error is None, result.error
+    spot = next(line for line in caplog.text.splitlines() if "(gpu-pool-a4-highgpu-8g-spot)" in line)
+    assert "the new pool is created first, under its new name" in spot and "a4-highgpu-8g-spot-" in spot
+    reservation = next(line for line in caplog.text.splitlines() if "(gpu-pool) would be REPLACED" in line)
+    assert "the old pool is deleted first" in reservation
 
 
 def test_adding_sources_beside_the_kept_pool_replaces_nothing():
@@ -180,7 +202,7 @@ def test_a_change_that_replaces_capacity_says_so_in_the_preview(name, stack, cha
     deployed = _previews()[stack].outputs
     result = _preview_against(stack, changes, deployed, caplog)
     assert result.error is None, result.error
-    assert what in caplog.text and "a live run on it is STOPPED" in caplog.text, caplog.text
+    assert what in caplog.text and "STOPPED" in caplog.text, caplog.text
     assert key in caplog.text or name == "mode"
     assert "resumes from its checkpoint (/data/checkpoints/" in caplog.text
 

@@ -56,8 +56,8 @@ class CapacitySource(_Area):
     node_pool: NodePoolName | None = Field(
         None, description="Standard only: this source's GKE node pool name; `<machine>-pool` "
         "keeps the pool of a former `provisioningModel` config",
-        json_schema_extra={"defaultText": "derived from the source: `<machine>-spot`, "
-                           "`<machine>-flex`, `<machine>-res-<name>`"})
+        json_schema_extra={"defaultText": "derived from the source: `<machine>-spot-<hash>`, "
+                           "`<machine>-flex-<hash>`, `<machine>-res-<name>`"})
 
 
 class GpuConfig(_Area):

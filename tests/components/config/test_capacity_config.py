@@ -82,7 +82,8 @@ def test_refusals_say_why():
 def test_the_default_is_the_one_source_of_provisioning_model():
     dev = load_stack_config(*stack_config("dev"))
     [spot] = dev.capacity.sources
-    assert (spot.kind, spot.pool_name, dev.capacity.from_list) == ("spot", "a3-ultragpu-8g-pool", False)
+    assert (spot.kind, spot.create_before_delete, dev.capacity.from_list) == ("spot", True, False)
+    assert spot.pool_name.startswith("a3-ultragpu-8g-pool-") and spot.resource_suffix == ""
     prod = load_stack_config(*stack_config("prod"))
     [reserved] = prod.capacity.sources
     assert reserved.reservation is not None and reserved.reservation.name == "grpo-b200-reservation"
@@ -94,8 +95,10 @@ def test_a_list_in_order_with_derived_pool_names():
     config = load_stack_config(*stack_config("prod", prod_with([RES, FLEX, SPOT])))
     plan = config.capacity
     assert [s.kind for s in plan.sources] == ["reservation", "flexStart", "spot"]
-    assert [s.pool_name for s in plan.sources] == [
+    # Spot and flex-start names end in the hash of their replacing fields; a reservation's is fixed.
+    assert [s.pool_name[:-7] if s.create_before_delete else s.pool_name for s in plan.sources] == [
         "a4-highgpu-8g-res-grpo-b200-reservation", "a4-highgpu-8g-flex", "a4-highgpu-8g-spot"]
+    assert [s.create_before_delete for s in plan.sources] == [False, True, True]
     assert plan.waterfall and plan.reach == 12
     assert config.compute_class_name == "grpo-prod-gpu"
 
@@ -105,3 +108,14 @@ def test_a_long_reservation_name_gets_a_stable_hashed_pool_name():
     first = load_stack_config(*stack_config("prod", prod_with([long, SPOT]))).capacity.sources[0]
     again = load_stack_config(*stack_config("prod", prod_with([SPOT, long]))).capacity.sources[1]
     assert first.pool_name == again.pool_name and len(first.pool_name) <= 40
+
+
+def test_a_replacing_change_renames_a_spot_pool_and_nothing_else_does():
+    base = load_stack_config(*stack_config("prod", prod_with([RES, FLEX, SPOT]))).capacity.sources
+    driver = load_stack_config(*stack_config("prod", dict(prod_with([RES, FLEX, SPOT]),
+                                                          **{"gke-grpo:gpu.driverVersion": "LATEST"}))).capacity.sources
+    more = load_stack_config(*stack_config("prod", dict(prod_with([RES, FLEX, SPOT]),
+                                                        **{"gke-grpo:gpu.maxNodes": 6}))).capacity.sources
+    assert [a.pool_name == b.pool_name for a, b in zip(base, driver, strict=True)] == [True, False, False]
+    assert [a.pool_name for a in base] == [a.pool_name for a in more]   # autoscaling bounds: in place
+    assert all(len(s.pool_name) <= 40 for s in base + driver)
