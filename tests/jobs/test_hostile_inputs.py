@@ -35,7 +35,7 @@ import pytest
 from jobs.cli import main as cli
 from jobs.contract.records import EVENTS_FILE, RESTARTS_FILE, TENSORBOARD_DIR, tensorboard_dir
 from jobs.contract.run_plan import DATA_ROOT_ENV, RunPlanError, load_plan
-from jobs.head import driver as driver_mod
+from jobs.head import driver_main
 from tests.conftest import ROOT
 from tests.jobs.hostile import child_env
 from tools.hostile_files import PLANTED_TOKEN
@@ -470,7 +470,7 @@ def test_the_driver_refuses_a_bad_plan_before_any_stage(name, content, phrase, t
     before = leftovers()
     out = io.StringIO()
     with bounded(CASE_SECONDS), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        code = driver_mod.main(["--plan", str(path), "--plan-wait-seconds", "0"])
+        code = driver_main.main(["--plan", str(path), "--plan-wait-seconds", "0"])
     text = out.getvalue()
     assert code == 2, text
     [line] = [line for line in text.splitlines() if line.strip()]
