@@ -74,7 +74,7 @@ def _placement(source: str, first_node: int, nodes: int = 2, gpus: int = 8) -> d
     return {"gpu_nodes": chosen, "capacity_sources": {source: nodes}}
 
 
-def _health(framework: str, step: int, rng: random.Random) -> dict[str, float]:
+def _health_values(framework: str, step: int, rng: random.Random) -> dict[str, float]:
     """Training-health values of a step: a KL that rises and levels off, an entropy that falls
     slowly, a noisy gradient norm with one spike, a small clipped fraction, a constant learning
     rate (verl's default schedule)."""
@@ -134,7 +134,7 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
                 values["checkpoint_time"] = ckpt
             if val:
                 values["validation_time"] = val
-            values.update(_health(framework, step, health_rng))
+            values.update(_health_values(framework, step, health_rng))
             for name, value in values.items():
                 points.append((_tag(framework, name), step, value, t))
             if val:

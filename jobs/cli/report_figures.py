@@ -17,7 +17,7 @@ from jobs.cli.goodput import BUCKET_LABELS, BUCKETS, Goodput, trainer_exit_code
 from jobs.cli.metrics import HEALTH_FIELDS, LABELS, StepMetrics, series
 
 if TYPE_CHECKING:
-    from jobs.cli.report import ReportInputs
+    from jobs.cli.report_inputs import ReportInputs
 
 TIMELINE_ROWS = (("prepare", "data preparation", "tab:purple"), ("gpu_wait", "waiting for GPUs", "tab:gray"),
                  ("health", "health check", "tab:olive"), ("trainer", "trainer", "tab:blue"),

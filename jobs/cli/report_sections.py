@@ -26,7 +26,7 @@ from jobs.contract.layout import DATA_LAYOUT
 from jobs.contract.records import MAX_STEP, Event, plain_int
 
 if TYPE_CHECKING:
-    from jobs.cli.report import ReportInputs
+    from jobs.cli.report_inputs import ReportInputs
 
 # The console script (pyproject.toml [project.scripts]); `python -m jobs` is the same command.
 COMMAND = "gke-grpo"
@@ -75,8 +75,9 @@ def _capacity_text(inputs: ReportInputs) -> str:
     placements = [e.extra for e in inputs.timeline.events if e.event == "trainer_start" and "gpu_nodes" in e.extra]
     if placements:
         return placement_text(placements[-1]).split(" (")[0] + " (the latest start)"
-    if inputs.cost is not None:
-        return describe_source(inputs.cost.provisioning_model) + " (the stack's provisioning model)"
+    model = (inputs.preview_estimate or {}).get("provisioningModel")
+    if isinstance(model, str):
+        return describe_source(model) + " (the stack's first capacity source)"
     return "unknown (no trainer start with its GPU nodes recorded)"
 
 
@@ -154,7 +155,7 @@ def attempt_rows(inputs: ReportInputs) -> list[tuple[Any, ...]]:
         end = iv.end_event.extra if iv.end_event is not None else None
         if end is None:
             exit_text = "running" if not inputs.timeline.ended else "no exit recorded"
-            left = "-"
+            left = None
         else:
             exit_text = f"{end.get('reason') or end.get('stage') or 'exit'} ({end.get('exit_code', '?')})"
             left = _step(end.get("last_checkpoint_step"))

@@ -107,7 +107,7 @@ def test_the_page_opens_with_the_run_id_summary_attempts_and_checkpoint(run):
 def test_the_resume_command_follows_the_runs_state(tmp_path):
     crashed = write_synthetic_run(tmp_path / "crashed", total_steps=30, crash_after=17)
     inputs = collect_inputs(crashed.path, now=crashed.end_time + 60)
-    inputs.timeline.events[:] = [e for e in inputs.timeline.events if e.attempt == 1 and e.start == 0
+    inputs.timeline.events[:] = [e for e in inputs.timeline.events if (e.attempt == 1 and e.start == 0)
                                  or e.event == "driver_start"]
     from jobs.contract.records import Event
     inputs.timeline.events.append(Event(crashed.end_time, "driver_end", 1, 0, {"exit_code": 18}))
