@@ -1,10 +1,10 @@
 """Reward, response length and throughput over training steps, as a PNG: from the run's
 TensorBoard files (jobs/cli/metrics.py) or, as the live fallback, verl or NeMo RL console logs.
 
-    python -m jobs plot --log FILE [--log FILE2 ...] --out run.png
-    python -m jobs plot --stack dev --out run.png            # every attempt of the stack's run
-    python -m jobs plot --address http://127.0.0.1:8265 --run-id RUN --out run.png
-    python -m jobs plot --run-dir /path/to/runs/RUN --out run.png   # the run directory alone
+    gke-grpo plot --log FILE [--log FILE2 ...] --out run.png
+    gke-grpo plot --stack dev --out run.png            # every attempt of the stack's run
+    gke-grpo plot --address http://127.0.0.1:8265 --run-id RUN --out run.png
+    gke-grpo plot --run-dir /path/to/runs/RUN --out run.png   # the run directory alone
 
 Several logs (the attempts of one run, oldest first) are merged step by step: a resumed attempt
 re-logs some steps and the later value wins. Validation scores, when the log has them, are drawn

@@ -5,7 +5,7 @@ the command that resumes it, the headline cards, reward and response length, tra
 (KL, entropy, gradient norm, clipped fraction, learning rate), validation, throughput and MFU,
 a timeline of attempts, restarts, GPU waits and checkpoints, recovery, goodput and cost.
 
-    python -m jobs report RUN [--run-dir DIR] [--out DIR] [--stack STACK]
+    gke-grpo report RUN [--run-dir DIR] [--out DIR] [--stack STACK]
     build_report(inputs) -> Report(html, figures)
 
 The page needs nothing but itself (no scripts, no external files): the PNGs are data URIs. Each
@@ -350,7 +350,7 @@ def collect_inputs(run_dir: str | Path, run_id: str | None = None, *, framework:
 
 
 def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
-    """The rows `python -m jobs status` adds from the run directory."""
+    """The rows `gke-grpo status` adds from the run directory."""
     from jobs.cli.metrics import describe_latest
 
     rows = []
@@ -386,5 +386,5 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
     for line in skipped[:5]:
         rows.append(("skipped", line))
     if len(skipped) > 5:
-        rows.append(("skipped", f"... and {len(skipped) - 5} more (python -m jobs report shows all)"))
+        rows.append(("skipped", f"... and {len(skipped) - 5} more (gke-grpo report shows all)"))
     return rows

@@ -96,34 +96,8 @@ def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = Non
     return collect_inputs(directory, run_id or directory.name, framework=spec.framework if spec else None,
                           cost_basis=cost_basis, planned=planned, preview_estimate=preview,
                           model=spec.model if spec else None,
-                          checkpoint_every_steps=spec.checkpoint_every_steps if spec else None)
-
-def recorded_run_id(inputs) -> str:
-    """The run a run directory holds: the run id its driver recorded (driver_start), else the
-    directory's name."""
-    for event in inputs.timeline.events:
-        recorded = event.extra.get("run_id") if event.event == "driver_start" else None
-        if isinstance(recorded, str) and recorded:
-            return recorded
-    return Path(inputs.run_dir).resolve().name
-
-
-def stack_mismatch(inputs, stack_info: StackTarget | None, spec: GrpoSpec | None) -> str | None:
-    """A loud note when the run directory's run is not the stack's: its cost and planned steps
-    would be the stack's machines, prices and config, not the run's own (None when they match,
-    or when no stack was given)."""
-    if stack_info is None or spec is None:
-        return None
-    held = recorded_run_id(inputs)
-    if held == spec.run_id:
-        return None
-    estimate = stack_info.cost_estimate or {}
-    machines = (f"{estimate.get('gpuNodes')} x {estimate.get('machineType')} "
-                f"{estimate.get('provisioningModel')}" if estimate else "its machines")
-    return (f"MISMATCH: {inputs.run_dir} holds run {held}, not run {spec.run_id} of "
-            f"{stack_info.describe}: cost and planned steps below are that stack's ({machines}), "
-            "not necessarily this run's; give the run's own stack (--stack) or leave --stack out")
-
+                          checkpoint_every_steps=spec.checkpoint_every_steps if spec else None,
+                          spec=spec, stack=stack_info.stack if stack_info else None)
 
 def warn(lines: list[str], err, limit: int = 20) -> None:
     """What the readers skipped, one line each on stderr (the report and status show them too)."""
@@ -152,13 +126,13 @@ def cmd_status_offline(args, out, err) -> int:
     if inputs is None:
         raise UsageError(f"--run-dir {args.run_dir}: not a directory")
     g = inputs.goodput
-    mismatch = stack_mismatch(inputs, stack_info, spec)
+    mismatch = inputs.identity_warning      # jobs/cli/run_identity.py
     if mismatch:
-        print(f"[jobs] warning: {mismatch}", file=err, flush=True)
+        print(f"[jobs] warning: MISMATCH: {mismatch}", file=err, flush=True)
     rows = [("run", inputs.run_id), ("run dir", str(inputs.run_dir)),
             ("state", "live (no driver_end yet)" if g.live else "ended")]
     if mismatch:
-        rows.append(("WARNING", mismatch))
+        rows.append(("WARNING", f"MISMATCH: {mismatch}"))
     rows += run_status_rows(inputs)
     if not any(key == "progress" for key, _ in rows):
         rows.append(("progress", "no TensorBoard step metrics in the run directory"))
@@ -181,9 +155,6 @@ def cmd_report(args, out, err) -> int:
     else:
         checked_run_id(run, "RUN")
     run_id = run
-    if spec is not None and not args.run_dir and run_id != spec.run_id:
-        print(f"[jobs] note: run {run_id} is not the stack's run ({spec.run_id}); cost and planned "
-              "steps are the stack's", file=err, flush=True)
     inputs = report_inputs(args, run_id, stack_info, spec)
     if inputs is None:
         from jobs.contract.records import run_dir
@@ -199,9 +170,8 @@ def cmd_report(args, out, err) -> int:
     if not args.out:
         check_output_dir("--out", out_dir)
     warn(skipped, err)
-    mismatch = stack_mismatch(inputs, stack_info, spec) if args.run_dir else None
-    if mismatch:
-        print(f"[jobs] warning: {mismatch}", file=err, flush=True)
+    if inputs.identity_warning:     # also a banner at the top of the page
+        print(f"[jobs] warning: MISMATCH: {inputs.identity_warning}", file=err, flush=True)
     from jobs.cli.report import build_report
 
     report = build_report(inputs)

@@ -49,8 +49,8 @@ def test_status_of_another_stacks_run_is_marked_loudly(dev_run):
     assert code == 0, err
     prod_run = offline_spec("prod").run_id
     warning = _rows(out)["WARNING"]
-    assert warning.startswith("MISMATCH: ") and f"not run {prod_run}" in warning
-    assert "a4-highgpu-8g" in warning          # the machines the cost row uses
+    assert warning.startswith("MISMATCH: ") and f"is not stack prod's run ({prod_run})" in warning
+    assert "the costs use stack prod's machine rates" in warning
     assert "[jobs] warning: MISMATCH" in err
 
 
@@ -58,6 +58,7 @@ def test_report_of_another_stacks_run_warns(dev_run, tmp_path):
     code, _, err = run_cli("report", str(dev_run.path), "--stack", "prod", "--out", str(tmp_path / "r"))
     assert code == 0, err
     assert "[jobs] warning: MISMATCH" in err and dev_run.path.name in err
+    assert 'id="stack-mismatch"' in (tmp_path / "r" / "report.html").read_text()   # the banner
 
 
 def test_the_recorded_run_id_wins_over_the_folder_name(dev_run, tmp_path):
