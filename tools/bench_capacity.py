@@ -147,8 +147,11 @@ def _run_driver(work: Path, run_id: str, args, trainer_seconds: float, watch: Wa
 
     client = JobSubmissionClient(fc.DASHBOARD)
     submission = f"{run_id}-attempt-1"
+    from jobs.contract.run_plan import DATA_ROOT_ENV
+
+    # work stands in for /data: the plan's directories lie below it (jobs/contract/run_plan.py).
     client.submit_job(entrypoint=f"{PY} -m jobs.run --plan {_plan(work, run_id, args, trainer_seconds)}",
-                      submission_id=submission)
+                      submission_id=submission, runtime_env={"env_vars": {DATA_ROOT_ENV: str(work)}})
     deadline = time.monotonic() + 900
     while str(client.get_job_status(submission)).rsplit(".", 1)[-1] not in ("SUCCEEDED", "FAILED", "STOPPED"):
         if time.monotonic() > deadline:

@@ -123,22 +123,25 @@ class Bench:
     def submit(self, mode: str, **plan_changes) -> tuple[str, Path, Path]:
         from ray.job_submission import JobSubmissionClient
 
-        from jobs.contract.run_plan import Command, RunPlan
+        from jobs.contract.run_plan import DATA_ROOT_ENV, Command, RunPlan
 
         self.runs += 1
         run_id = f"bench{self.runs}-{mode}"
         base = self.work / run_id
-        checkpoints = base / "checkpoints"
-        plan = RunPlan(run_id=run_id, attempt=1, framework="verl", run_dir=str(base / "run"),
+        # The plan's directories lie below the data root it names (jobs/contract/run_plan.py
+        # DATA_ROOT_ENV): base stands in for /data.
+        checkpoints = base / "checkpoints" / run_id
+        plan = RunPlan(run_id=run_id, attempt=1, framework="verl", run_dir=str(base / "runs" / base.name),
                        checkpoint_dir=str(checkpoints), prepare=None, gpus=GPUS, gpus_per_node=GPUS,
                        gpu_wait_seconds=300, deadline_seconds=None,
                        trainer=Command(argv=(PY, str(FAKE_TRAINER), mode, str(checkpoints), str(self.step_seconds))),
                        **plan_changes)
-        (base / "run").mkdir(parents=True)
+        (base / "runs" / base.name).mkdir(parents=True)
         (base / "plan.json").write_text(plan.to_json())
         submission_id = f"{run_id}-attempt-1"
         JobSubmissionClient(DASHBOARD).submit_job(entrypoint=f"{PY} -m jobs.run --plan {base / 'plan.json'}",
-                                                  submission_id=submission_id)
+                                                  submission_id=submission_id,
+                                                  runtime_env={"env_vars": {DATA_ROOT_ENV: str(base)}})
         return submission_id, base, checkpoints
 
     def finish(self, submission_id: str, timeout: float = 600) -> tuple[str, int | None]:
@@ -167,8 +170,8 @@ class Bench:
         status, code = self.finish(sid)
         if status != "SUCCEEDED":
             raise RuntimeError(f"{sid}: {status} (exit {code})")
-        events = _rows(base / "run" / "events.jsonl")
-        [restart] = _rows(base / "run" / "restarts.jsonl")
+        events = _rows(base / "runs" / base.name / "events.jsonl")
+        [restart] = _rows(base / "runs" / base.name / "restarts.jsonl")
         starts = [e for e in events if e["event"] == "trainer_start"]
         [recovery] = [e for e in events if e["event"] == "recovery"]
         waits = [e for e in events if e["event"] in ("gpu_wait_start", "gpu_wait_end") and e["start"] == 1]
@@ -189,7 +192,7 @@ class Bench:
             self.port += 1
             join_fake_gpu_node(self.port)
         status, code = self.finish(sid)
-        events = _rows(base / "run" / "events.jsonl")
+        events = _rows(base / "runs" / base.name / "events.jsonl")
         reasons = [e["reason"] for e in events if e["event"] == "trainer_exit"]
         return {"starts": sum(1 for e in events if e["event"] == "trainer_start"), "status": status,
                 "exit": code, "reasons": reasons}

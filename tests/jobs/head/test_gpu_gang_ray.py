@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.run_plan import Command, RunPlan
+from jobs.contract.run_plan import DATA_ROOT_ENV, Command, RunPlan
 from tests.jobs import ray_head
 
 INNER = ray_head.InnerRun(__file__, "the GPU gang's Ray autoscaler tests",
@@ -115,7 +115,9 @@ else:
     def submit(head: str, run_id: str, plan: Path) -> str:
         from ray.job_submission import JobSubmissionClient
         submission_id = f"{run_id}-attempt-1"
+        # tmp_path stands in for /data: the plan's directories lie below it (DATA_ROOT_ENV).
         JobSubmissionClient(head).submit_job(entrypoint=f"{PY} -m jobs.run --plan {plan}",
+                                             runtime_env={"env_vars": {DATA_ROOT_ENV: str(plan.parent)}},
                                              submission_id=submission_id)
         return submission_id
 
