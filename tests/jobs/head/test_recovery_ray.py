@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.run_plan import RUN_COMMAND, Command
+from jobs.contract.run_plan import DATA_ROOT_ENV, RUN_COMMAND, Command
 from jobs.head.run_records import read_restarts
 from tests.jobs import ray_head
 
@@ -44,6 +44,7 @@ if not ray_head.inside_namespace():
 
 else:
     from tests.jobs.head.test_driver_ray import (
+        HEAD_DATA,
         _rendered_rayjob,
         _wait_terminal,
         events,
@@ -55,9 +56,12 @@ else:
     )
 
     @pytest.fixture(scope="module")
-    def head():
+    def head(tmp_path_factory):
         install_head_layout()
         os.environ["PYTHONPATH"] = "/opt/gke-grpo"
+        # The head's /data (as in test_driver_ray.py): the plans' directories lie below it.
+        HEAD_DATA[:] = [tmp_path_factory.mktemp("data")]
+        os.environ[DATA_ROOT_ENV] = str(HEAD_DATA[0])
         with ray_head.running_head() as dashboard:
             ray_head.add_gpu_worker(7111)
             yield dashboard
@@ -74,7 +78,7 @@ else:
 
     def _cluster_plan(tmp_path, run_id, mode):
         """4 GPUs: the head's 2 and the worker node's 2; the trainer steps every 0.3 s."""
-        checkpoints = tmp_path / "checkpoints" / run_id
+        checkpoints = HEAD_DATA[0] / "checkpoints" / run_id
         trainer = Command(argv=(PY, FAKE_TRAINER, mode, str(checkpoints), "0.3"))
         return write_plan(tmp_path, run_id, mode, gpus=2 * ray_head.FAKE_GPUS, prepare=None,
                           node_settle_seconds=3.0, gpu_wait_seconds=120, trainer=trainer)
@@ -129,6 +133,9 @@ else:
         ray_head.stop_head()                                  # the head pod is gone, and all in it
         assert first.wait(timeout=60) != 0                    # `ray job logs --follow` lost it
         _wait_for(lambda: not _processes_matching(FAKE_TRAINER), 15, "the trainer to die with its driver")
+        # The new head pod's env is the first one's: its /data, not this test's tmp_path (the
+        # autouse data-root fixture of tests/jobs/head/conftest.py set that for in-process drivers).
+        os.environ[DATA_ROOT_ENV] = str(HEAD_DATA[0])
         ray_head.start_head()                                 # the new head: an empty job table
         (Path(plan.checkpoint_dir) / "finish").write_text("")  # the resumed trainer may end
         proc, _ = run_submitter(tmp_path, spec)               # the K8s Job's next pod
