@@ -37,7 +37,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 
 
 # Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
-INNER = ray_head.InnerRun(__file__, "the Ray jobs tests", timeout=300, pytest_args=("--durations=5",))
+INNER = ray_head.InnerRun(__file__, "the Ray jobs tests", pytest_args=("--durations=5",))
 
 if not ray_head.inside_namespace():
 
