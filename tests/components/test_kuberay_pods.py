@@ -79,7 +79,7 @@ def test_gpu_workers_select_what_their_cluster_mode_provides(variant):
         assert selector["cloud.google.com/gke-accelerator-count"] == "8"
     else:
         # The pool, not an Autopilot provisioning label (item 18).
-        assert selector["cloud.google.com/gke-nodepool"] == f"{config.machine_type}-pool"
+        assert selector["cloud.google.com/gke-nodepool"] == config.capacity.sources[0].pool_name
         assert "cloud.google.com/gke-accelerator-count" not in selector
         assert "cloud.google.com/gke-ephemeral-storage-local-ssd" not in selector
 
