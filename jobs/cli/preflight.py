@@ -95,7 +95,7 @@ def check_run_identity(stack: str, spec, pulumi: str = "pulumi") -> int:
     return sum(level == "warning" for level, _ in lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def preflight_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gke-grpo preflight",
                                      description="Check a stack's GRPO job against the rules of "
                                                  "verl / NeMo RL before anything runs.")
@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Load and validate the stack config, build the spec, print findings. Exit 0 when there is
     no error (warnings allowed), 2 on an invalid or unreadable config or a preflight error."""
-    parser = build_parser()
+    parser = preflight_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:

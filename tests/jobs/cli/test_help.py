@@ -18,7 +18,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
     commands = _subparsers(build_parser())
-    commands["preflight"] = preflight_cli.build_parser()   # the CLI hands preflight its argv
+    commands["preflight"] = preflight_cli.preflight_parser()   # the CLI hands preflight its argv
     return commands
 
 
