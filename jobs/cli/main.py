@@ -123,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     for choice in sub._choices_actions:   # argparse keeps the one-line helps here
         command = sub.choices[choice.dest]
-        command.description = command.description or choice.help[:1].upper() + choice.help[1:] + "."
+        text = choice.help or ""
+        command.description = command.description or text[:1].upper() + text[1:] + "."
     return parser
 
 
