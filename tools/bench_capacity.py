@@ -120,12 +120,16 @@ def _plan(work: Path, run_id: str, args, trainer_seconds: float) -> Path:
     from jobs.contract.run_plan import Command, RunPlan
 
     marker = work / f"{run_id}-trainer-started"
+    # The stand-in trainer as a file: the validated plan refuses control characters (a newline)
+    # in an argument (jobs/contract/run_plan.py), so a multi-line `python -c` program cannot be one.
+    trainer = work / "stand_in_trainer.py"
+    trainer.write_text(TRAINER)
     plan = RunPlan(run_id=run_id, attempt=1, framework="verl", run_dir=str(work / "runs" / run_id),
                    checkpoint_dir=str(work / "checkpoints" / run_id),
                    prepare=Command(argv=(PY, "-c", f"import time; time.sleep({args.staging_seconds})")),
                    gpus=args.nodes * GPUS_PER_NODE, gpus_per_node=GPUS_PER_NODE,
                    gpu_wait_seconds=600,
-                   trainer=Command(argv=(PY, "-c", TRAINER, str(marker), str(args.nodes),
+                   trainer=Command(argv=(PY, str(trainer), str(marker), str(args.nodes),
                                          str(GPUS_PER_NODE), str(trainer_seconds))),
                    deadline_seconds=None, gpu_poll_seconds=POLL)
     Path(plan.run_dir).mkdir(parents=True)
