@@ -130,7 +130,12 @@ else:
         # exits 0 and KubeRay does not resubmit (docs/run-driver.md, "A head restart").
         for pid in _pids_matching("dashboard/dashboard.py"):
             os.kill(pid, signal.SIGKILL)
-        ray_head.stop_head()                                  # the head pod is gone, and all in it
+        # The head pod is gone, and all in it: the driver too (its container's processes die with
+        # it), not only Ray's. `ray stop` alone leaves the driver to Ray's supervisor watcher,
+        # which can outlive a SIGKILLed supervisor long enough for the trainer to finish.
+        [driver] = [e["pid"] for e in events(plan) if e["event"] == "driver_start"]
+        os.killpg(os.getpgid(driver), signal.SIGKILL)         # the entrypoint's session (Ray's)
+        ray_head.stop_head()
         assert first.wait(timeout=60) != 0                    # `ray job logs --follow` lost it
         _wait_for(lambda: not _processes_matching(FAKE_TRAINER), 15, "the trainer to die with its driver")
         # The new head pod's env is the first one's: its /data, not this test's tmp_path (the
@@ -178,6 +183,6 @@ else:
                     cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
                 except OSError:
                     continue
-                if text in cmdline and "pytest" not in cmdline:
+                if text in cmdline and int(proc.name) != os.getpid():
                     found.append(f"{proc.name} {cmdline}" if with_pid else cmdline)
         return found
