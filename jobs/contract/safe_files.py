@@ -67,7 +67,12 @@ CONSOLE_LOG = FileKind("console log", 512 * MIB, "a verbose multi-day trainer lo
 # One event file per trainer start: ~100 scalars a step at ~60 bytes each.
 TENSORBOARD_EVENTS = FileKind("TensorBoard event file", 512 * MIB,
                               "~6 KiB a step: about 80,000 steps")
-KINDS = (STACK_FILE, RUN_PLAN, EVENTS, RESTARTS, HEALTH_RESULT, CONSOLE_LOG, TENSORBOARD_EVENTS)
+# What the driver reads back of its own and the trainer's small records on /data: the checkpoint
+# tracker (verl writes one integer), staging markers and the GPU placement, each under 1 KiB.
+RUN_RECORD = FileKind("run record", 1 * MIB, "the checkpoint tracker, staging markers, the GPU "
+                      "placement: under 1 KiB each")
+KINDS = (STACK_FILE, RUN_PLAN, EVENTS, RESTARTS, HEALTH_RESULT, CONSOLE_LOG, TENSORBOARD_EVENTS,
+         RUN_RECORD)
 
 # The deepest real document (the run plan's health gate) nests 4 levels; 64 is far above any real
 # file and far below the recursion limit of Python's JSON and YAML parsers.
@@ -252,6 +257,17 @@ def load_json_text(text: str, where: object) -> Any:
 def read_json(path: str | Path, kind: FileKind, *, within: str | Path | None = None) -> Any:
     """A JSON file (UTF-8, bounded in size and depth) -> its value; UnusableFile otherwise."""
     return load_json_text(read_text(path, kind, within=within), path)
+
+
+def json_if_usable(path: str | Path, kind: FileKind) -> Any:
+    """The JSON value of a file the run's own programs write and read back (the health result,
+    a staging marker, the GPU placement), or None when it is missing or unusable: to these
+    readers a FIFO, a cut-off write or garbage there is a record not (yet) written, and the
+    bounded read means none of them can block or exhaust the driver."""
+    try:
+        return read_json(path, kind)
+    except UnusableFile:
+        return None
 
 
 def json_lines(data: bytes) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:

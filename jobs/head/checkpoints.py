@@ -34,16 +34,32 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from jobs.contract.safe_files import RUN_RECORD, UnusableFile, read_text
+
 VERL_TRACKER = "latest_checkpointed_iteration.txt"
 _VERL_STEP_DIR = re.compile(r"^global_step_(\d+)$")
+
+
+_TRACKER_STEP = re.compile(r"^\d{1,18}$")
+
+
+def tracker_step(checkpoint_dir: str | Path) -> int | None:
+    """The step verl's ``latest_checkpointed_iteration.txt`` names, or None when there is none:
+    missing, not a regular file (a FIFO there cannot block the driver), oversized, or not one
+    non-negative integer (verl/trainer/ppo/ray_trainer.py _save_checkpoint writes
+    ``str(global_steps)``, v0.7.1)."""
+    try:
+        text = read_text(Path(checkpoint_dir) / VERL_TRACKER, RUN_RECORD).strip()
+    except UnusableFile:
+        return None
+    return int(text) if _TRACKER_STEP.match(text) else None
 
 
 def verl_latest_step(checkpoint_dir: Path) -> int | None:
     """The step ``latest_checkpointed_iteration.txt`` names, or None when it cannot be read or
     its directory does not exist."""
-    try:
-        step = int((checkpoint_dir / VERL_TRACKER).read_text().strip())
-    except (OSError, ValueError):
+    step = tracker_step(checkpoint_dir)
+    if step is None:
         return None
     return step if (checkpoint_dir / f"global_step_{step}").is_dir() else None
 
@@ -91,11 +107,9 @@ def last_checkpoint_step(checkpoint_dir: str | Path) -> int | None:
     ``step_<n>`` once a save is complete (nemo_rl/utils/checkpoint.py CheckpointManager, the
     stored version; the same layout in its v0.5.0 docs is unconfirmed)."""
     root = Path(checkpoint_dir)
-    try:
-        tracker = (root / "latest_checkpointed_iteration.txt").read_text().strip()
-        return int(tracker)
-    except (OSError, ValueError):
-        pass
+    step = tracker_step(root)
+    if step is not None:
+        return step
     try:
         steps = [int(m.group(1)) for p in root.iterdir() if p.is_dir()
                  for m in [_STEP_DIR.match(p.name)] if m]

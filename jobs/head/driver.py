@@ -79,6 +79,7 @@ from jobs.contract.records import (
     tensorboard_dir,
 )
 from jobs.contract.run_plan import Command, RunPlan
+from jobs.contract.safe_files import HEALTH_RESULT, json_if_usable
 from jobs.head.checkpoints import check_writable, last_checkpoint_step
 from jobs.head.children import CANNOT_START, spawn, stop_grace, stop_group, was_sigterm
 from jobs.head.driver_hooks import DefaultHooks, Hooks
@@ -358,10 +359,7 @@ class Driver:
         return None
 
     def health_result(self) -> dict[str, Any]:
-        try:
-            doc = json.loads((self.run_dir / HEALTH_FILE).read_text())
-        except (OSError, ValueError):
-            return {}
+        doc = json_if_usable(self.run_dir / HEALTH_FILE, HEALTH_RESULT)
         return doc if isinstance(doc, dict) else {}
 
     def after_training(self) -> str:

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from jobs.contract.capacity import PLACEMENT_FILE
 from jobs.contract.run_plan import PYTHON, RunPlan
+from jobs.contract.safe_files import RUN_RECORD, json_if_usable
 from jobs.head.failures import DeadNode
 
 HEALTH_PLAN_FILE = "health-plan.json"     # the gate's settings, beside its health.json
@@ -51,10 +52,8 @@ class DefaultHooks:
 
     def gpu_placement(self, plan: RunPlan) -> dict:
         """The nodes and capacity sources the last GPU wait found ({} if unknown)."""
-        try:
-            return json.loads((Path(plan.run_dir) / PLACEMENT_FILE).read_text())
-        except (OSError, ValueError):
-            return {}
+        doc = json_if_usable(Path(plan.run_dir) / PLACEMENT_FILE, RUN_RECORD)
+        return doc if isinstance(doc, dict) else {}
 
     def fabric_gate(self, plan: RunPlan, run_dir: Path, reuse_on_same_nodes: bool,
                     run: Runner) -> int:

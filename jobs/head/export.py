@@ -58,6 +58,7 @@ from jobs.contract.exports import (
 )
 from jobs.contract.layout import DATA_LAYOUT, HF_TOKEN_FILE
 from jobs.contract.records import run_dir
+from jobs.head.checkpoints import tracker_step
 
 LOG_PREFIX = "[export]"
 EXPORTED_MARKER = "[jobs.export] EXPORTED "
@@ -117,9 +118,8 @@ def complete_steps(checkpoint_dir: Path, framework: str) -> list[int]:
     except OSError:
         return []
     if framework == "verl":
-        try:
-            latest = int((checkpoint_dir / "latest_checkpointed_iteration.txt").read_text().strip())
-        except (OSError, ValueError):
+        latest = tracker_step(checkpoint_dir)
+        if latest is None:
             return []
         steps = [s for s in steps if s <= latest]
     return steps

@@ -52,7 +52,7 @@ from jobs.contract.health import (
     HealthPlanError,
     health_log_summary,
 )
-from jobs.contract.safe_files import RUN_PLAN, UnusableFile, read_json
+from jobs.contract.safe_files import HEALTH_RESULT, RUN_PLAN, UnusableFile, json_if_usable, read_json
 from jobs.head.fabric_probe import CollectiveProbe
 from jobs.head.fabric_verdict import (
     aggregate,
@@ -393,23 +393,33 @@ def _emit(doc: dict, run_dir, out) -> None:
 def gate_needed(run_dir: str | Path, node_ids: Iterable[str]) -> bool:
     """Whether the gate must run (again) before a trainer start: no passing result yet, or
     the run's GPU nodes changed since the last one (a restart onto replaced nodes)."""
-    path = Path(run_dir) / HEALTH_FILE
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+    doc = json_if_usable(Path(run_dir) / HEALTH_FILE, HEALTH_RESULT)
+    if not isinstance(doc, dict):
         return True
     if not doc.get("passed") or doc.get("skipped"):
         return not doc.get("skipped")
-    measured = sorted(i for b in (doc.get("placement") or {}).get("bundles", []) for i in b["node_ids"])
-    return measured != sorted(node_ids)
+    return _measured_nodes(doc) != sorted(node_ids)
+
+
+def _measured_nodes(doc: dict) -> list[str] | None:
+    """The GPU node ids a passing result measured; None when its placement is not the shape
+    write_health gives it (a result another program or a cut-off write left)."""
+    placement = doc.get("placement")
+    bundles = placement.get("bundles") if isinstance(placement, dict) else None
+    if not isinstance(bundles, list):
+        return None
+    measured: list[str] = []
+    for bundle in bundles:
+        ids = bundle.get("node_ids") if isinstance(bundle, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return None
+        measured += ids
+    return sorted(measured)
 
 
 def _passed_on(run_dir: str | Path, node_ids: Iterable[str]) -> bool:
     """A measured (not skipped) passing result exists for exactly these GPU nodes."""
-    try:
-        doc = json.loads((Path(run_dir) / HEALTH_FILE).read_text())
-    except (OSError, ValueError):
-        return False
+    doc = json_if_usable(Path(run_dir) / HEALTH_FILE, HEALTH_RESULT)
     return bool(isinstance(doc, dict) and doc.get("passed") and not doc.get("skipped")
                 and not gate_needed(run_dir, node_ids))
 

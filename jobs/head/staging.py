@@ -78,6 +78,7 @@ from jobs.contract.layout import (
     MOUNT_PATH,
     DataLayout,
 )
+from jobs.contract.safe_files import RUN_RECORD, json_if_usable
 
 # verl's own GSM8K preprocessing, examples/data_preprocess/gsm8k.py (verl-project/verl
 # @63b2ae3a, read 2026-12-01): the same data_source, instruction, regex and row shape, so that
@@ -113,10 +114,7 @@ def layout_for(data_root: str = MOUNT_PATH) -> DataLayout:
 
 def marker_done(path: Path, revision: str | None = None) -> bool:
     """The step is done: its marker has this format and, for a pinned step, this revision."""
-    try:
-        content = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
+    content = json_if_usable(path, RUN_RECORD)
     return (isinstance(content, dict) and content.get("format") == FORMAT_VERSION
             and content.get("revision") == revision)
 

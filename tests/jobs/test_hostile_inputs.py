@@ -543,3 +543,61 @@ def test_fetch_never_replaces_a_folder_that_is_not_a_run_directory(tmp_path):
     _replaceable(run)                                   # empty: fine
     (run / EVENTS_FILE).write_text("")
     _replaceable(run)                                   # an earlier copy: fine
+
+
+# ---- the head's own records ---------------------------------------------------------------------
+# What the driver reads back of what it and the trainer wrote on /data (the checkpoint tracker,
+# health.json, the GPU placement, staging markers): a bad file there is a record not written, never
+# a hang, a traceback or a resumed step that does not exist.
+
+RECORD_CASES = {
+    "fifo": lambda path: _replace_with(path, "fifo"),
+    "directory": lambda path: _replace_with(path, "directory"),
+    "dev-zero": lambda path: _replace_with(path, "symlink", "/dev/zero"),
+    "sparse-2GiB": lambda path: _replace_with(path, "sparse", str(2 << 30)),
+    "not-utf8": lambda path: path.write_bytes(b"\xff\xfe7\x00"),
+    "5000-digits": lambda path: path.write_text("9" * 5000),
+    "negative": lambda path: path.write_text("-3"),
+    "deep-json": lambda path: path.write_text("[" * 5000 + "]" * 5000),
+    "json-list": lambda path: path.write_text('[{"passed": true}]'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORD_CASES))
+def test_the_drivers_own_records_read_as_not_written(case, tmp_path):
+    from jobs.contract.capacity import PLACEMENT_FILE
+    from jobs.contract.health import HEALTH_FILE
+    from jobs.head.checkpoints import VERL_TRACKER, last_checkpoint_step, prune_verl_checkpoints, tracker_step
+    from jobs.head.driver_hooks import DefaultHooks
+    from jobs.head.export import complete_steps
+    from jobs.head.fabric_gate import gate_needed
+    from jobs.head.staging import marker_done
+
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "global_step_5").mkdir(parents=True)
+    for path in (checkpoints / VERL_TRACKER, tmp_path / HEALTH_FILE, tmp_path / PLACEMENT_FILE,
+                 tmp_path / ".gke-grpo-complete"):
+        path.write_text("")
+        RECORD_CASES[case](path)
+    plan = type("Plan", (), {"run_dir": str(tmp_path)})()
+    with bounded(CASE_SECONDS):
+        assert tracker_step(checkpoints) is None
+        assert last_checkpoint_step(checkpoints) == 5          # from the step folders instead
+        assert prune_verl_checkpoints(checkpoints, keep=1) == []   # nothing removed on a bad tracker
+        assert complete_steps(checkpoints, "verl") == []
+        assert gate_needed(tmp_path, ["node-a"]) is True       # measured again, never skipped
+        assert DefaultHooks().gpu_placement(plan) == {}
+        assert marker_done(tmp_path / ".gke-grpo-complete") is False
+    assert (checkpoints / "global_step_5").is_dir()
+
+
+def test_a_passing_health_result_with_a_broken_placement_is_measured_again(tmp_path):
+    from jobs.contract.health import HEALTH_FILE
+    from jobs.head.fabric_gate import gate_needed
+
+    for placement in ({"bundles": [{"node_ids": "node-a"}]}, {"bundles": [None]}, {"bundles": {}}, []):
+        (tmp_path / HEALTH_FILE).write_text(json.dumps({"passed": True, "placement": placement}))
+        assert gate_needed(tmp_path, ["node-a"]) is True
+    (tmp_path / HEALTH_FILE).write_text(json.dumps({"passed": True, "placement": {"bundles": [{"node_ids": ["node-a"]}]}}))
+    assert gate_needed(tmp_path, ["node-a"]) is False
+    assert gate_needed(tmp_path, ["node-b"]) is True

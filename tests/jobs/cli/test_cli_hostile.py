@@ -192,11 +192,15 @@ def test_submit_checks_the_submission_id_after_an_error(created, monkeypatch):
 
 def _cli_with_silent_forward(tmp_path):
     kubectl, log = fake_kubectl(tmp_path, "silent")
-    # SIGINT as a terminal gives it: a suite started in the background (`pytest &`) hands its
-    # children SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
-    proc = subprocess.Popen([sys.executable, "-m", "jobs", "list", "--stack", "dev", "--kubectl", str(kubectl)],
-                            cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # SIGINT as a terminal gives it: a suite started in the background (`pytest &`) has SIGINT
+    # ignored, its children inherit that, and Python then installs no KeyboardInterrupt handler.
+    # A handled signal is reset to its default across exec, an ignored one is not.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "jobs", "list", "--stack", "dev", "--kubectl", str(kubectl)],
+                                cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     # kubectl is up and the CLI sits in a dashboard call that will not be answered.
     wait_until(lambda: kubectl_pids(log) and listening(kubectl_port(log)), 60, "the fake port-forward")
     return proc, log
