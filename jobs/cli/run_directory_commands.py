@@ -149,7 +149,7 @@ def cmd_report(args, out, err) -> int:
         stack_info = load_stack(args.stack, args.config_file, err)
         spec = stack_info.spec
     run = args.run
-    if Path(run).is_dir() and not args.run_dir:
+    if run and Path(run).is_dir() and not args.run_dir:      # Path("") is the current folder
         args.run_dir = run
         run = Path(run).resolve().name
     else:

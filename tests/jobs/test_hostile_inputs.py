@@ -250,6 +250,7 @@ CLI_CASES: tuple[Case, ...] = (
          "3 lines of events.jsonl skipped: time out of range"),
     # refusals are usage errors in their own words
     Case("report-run-id-escape", lambda t, tmp: ["report", "../etc"], 2, "RUN '../etc' is not a run id"),
+    Case("report-empty-run-id", lambda t, tmp: ["report", ""], 2, "RUN '' is not a run id"),
     Case("report-missing-run", lambda t, tmp: ["report", "no-such-run-here"], 2,
          "no run directory for no-such-run-here: /data/runs/no-such-run-here is not here"),
     Case("report-run-dir-missing", lambda t, tmp: ["report", RUN, "--run-dir", str(tmp / "gone")], 2,
