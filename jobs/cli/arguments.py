@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 
 from jobs.cli.target import UsageError
 from jobs.contract.credentials import redact
@@ -14,23 +15,21 @@ from jobs.contract.credentials import redact
 MAX_SECONDS = 366 * 24 * 3600.0
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
+def whole_number(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``least``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be >= {least}, got {text[:40]}")
+        return value
+    return parse
 
-def nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
+
+positive_int = whole_number(1)
+nonnegative_int = whole_number(0)
 
 def positive_seconds(text: str) -> float:
     """A finite, positive number of seconds (not 0, -1, inf or nan), at most a year."""

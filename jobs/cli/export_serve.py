@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from typing import Any, TextIO
 
 from jobs.cli.arguments import nonnegative_int, port_number, positive_int, positive_seconds
+from jobs.cli.kubectl import KubectlFailed, run_kubectl
 from jobs.cli.ray_jobs import Runs, check_no_secrets
 from jobs.cli.target import Target, Unreachable, UsageError, load_stack
 from jobs.contract.exit_codes import ExitCode
@@ -109,21 +109,13 @@ def cmd_export(runs: Runs, target: Target, args, out: TextIO, err: TextIO) -> in
 # ---- serve ---------------------------------------------------------------------------------------
 
 def _kubectl_run(args, kubeconfig: str | None, *words: str, stdin: str | None = None,
-             timeout: float = KUBECTL_TIMEOUT_S) -> str:
-    argv = [args.kubectl, *(["--kubeconfig", kubeconfig] if kubeconfig else []),
-            *(["--context", args.kube_context] if args.kube_context else []), *words]
+                 timeout: float = KUBECTL_TIMEOUT_S) -> str:
     try:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout,
-                              check=False)
-    except FileNotFoundError:
-        raise Unreachable(f"{args.kubectl} not found: install kubectl, or use --dry-run and "
-                          "apply the manifest yourself") from None
-    except subprocess.TimeoutExpired:
-        raise Unreachable(f"kubectl {words[0]} did not finish in {timeout:.0f} s") from None
-    if done.returncode != 0:
-        raise Unreachable(f"kubectl {' '.join(words[:2])} failed (exit {done.returncode}): "
-                          f"{(done.stderr or done.stdout).strip()[-600:]}")
-    return done.stdout
+        return run_kubectl(args.kubectl, *words, timeout=timeout, kubeconfig=kubeconfig,
+                           context=args.kube_context, stdin=stdin)
+    except KubectlFailed as exc:
+        advice = ": install kubectl, or use --dry-run and apply the manifest yourself" if exc.not_found else ""
+        raise Unreachable(f"{exc}{advice}") from None
 
 
 def _manifests(args, stack, kubeconfig: str | None, ray_cluster: dict | None = None) -> list[dict]:

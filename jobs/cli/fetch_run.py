@@ -13,9 +13,9 @@ same on both storage kinds; on Cloud Storage, ``gcloud storage rsync`` of the bu
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
+from jobs.cli.kubectl import KubectlFailed, run_kubectl
 from jobs.contract.records import run_dir
 
 HEAD_CONTAINER = "ray-head"
@@ -27,19 +27,12 @@ class FetchError(Exception):
 
 def _kubectl(kubectl: str, context: str | None, *args: str, timeout: float,
              kubeconfig: str | None = None) -> str:
-    argv = [kubectl, *(["--kubeconfig", kubeconfig] if kubeconfig else []),
-            *(["--context", context] if context else []), *args]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise FetchError(f"{kubectl} not found: install kubectl, or copy the run directory yourself "
-                         "and give --run-dir") from None
-    except subprocess.TimeoutExpired:
-        raise FetchError(f"kubectl {args[0]} did not finish in {timeout:.0f} s") from None
-    if done.returncode != 0:
-        raise FetchError(f"kubectl {args[0]} failed (exit {done.returncode}): "
-                         f"{(done.stderr or done.stdout).strip()[-500:]}")
-    return done.stdout
+        return run_kubectl(kubectl, *args, timeout=timeout, kubeconfig=kubeconfig, context=context,
+                           what=f"kubectl {args[0]}", tail=500)
+    except KubectlFailed as exc:
+        advice = ": install kubectl, or copy the run directory yourself and give --run-dir" if exc.not_found else ""
+        raise FetchError(f"{exc}{advice}") from None
 
 
 def head_pod(namespace: str, ray_cluster: str, *, kubectl: str = "kubectl", context: str | None = None,

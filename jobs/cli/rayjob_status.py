@@ -29,9 +29,10 @@ output); a kubectl that is missing, refused or slow is a note, never an error.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from typing import Any
+
+from jobs.cli.kubectl import KubectlFailed, run_kubectl
 
 KUBECTL_TIMEOUT = 15.0
 RUN_LABEL = "gke-grpo/run"
@@ -93,21 +94,15 @@ def parse_rayjobs(document: Any) -> dict[str, RayJobView]:
 
 
 def rayjobs_of_run(access: KubectlAccess, run_id: str, timeout: float = KUBECTL_TIMEOUT) -> dict[str, RayJobView]:
-    argv = [access.kubectl, *(["--kubeconfig", access.kubeconfig] if access.kubeconfig else []),
-            *(["--context", access.context] if access.context else []),
-            "get", "rayjobs.ray.io", "-n", access.namespace, "-l", f"{RUN_LABEL}={_short_hash(run_id)}",
-            "-o", "json"]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise RayJobQueryError(f"{access.kubectl} not found") from None
-    except subprocess.TimeoutExpired:
-        raise RayJobQueryError(f"kubectl get rayjobs did not answer in {timeout:.0f} s") from None
-    if done.returncode != 0:
-        raise RayJobQueryError(f"kubectl get rayjobs failed (exit {done.returncode}): "
-                               f"{(done.stderr or done.stdout).strip()[-300:]}")
+        out = run_kubectl(access.kubectl, "get", "rayjobs.ray.io", "-n", access.namespace,
+                          "-l", f"{RUN_LABEL}={_short_hash(run_id)}", "-o", "json", timeout=timeout,
+                          kubeconfig=access.kubeconfig, context=access.context,
+                          what="kubectl get rayjobs", tail=300)
+    except KubectlFailed as exc:
+        raise RayJobQueryError(str(exc)) from None
     try:
-        return parse_rayjobs(json.loads(done.stdout))
+        return parse_rayjobs(json.loads(out))
     except ValueError:
         raise RayJobQueryError("kubectl get rayjobs printed no JSON") from None
 
