@@ -93,6 +93,20 @@ def stack_preview(request) -> PreviewResult:
     return _cached(request.param)
 
 
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The Ray modules' outer tests only wait for their inner runs (``INNER.check()``): they go
+    last, so that the rest of the suite runs while the inner runs go on in the background, instead
+    of waiting at the first of them with a core idle (measured: a third of the suite's time)."""
+    from tests.jobs import ray_head
+
+    if ray_head.inside_namespace():
+        return
+    waiting = [item for item in items
+               if isinstance(getattr(getattr(item, "module", None), "INNER", None), ray_head.InnerRun)]
+    if waiting:
+        items[:] = [item for item in items if item not in waiting] + waiting
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the inner runs of the selected Ray test modules (each declares ``INNER``) in the
     background: they run in their own namespaces while the rest of the suite runs here

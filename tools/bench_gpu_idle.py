@@ -23,58 +23,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tools import local_ray
 from tools.loopback_namespace import inside, namespace_init, run_in_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-RAY = str(Path(PY).with_name("ray"))
-GCS = "127.0.0.1:6379"
-DASHBOARD = "http://127.0.0.1:8265"
+GCS, DASHBOARD = local_ray.GCS, local_ray.DASHBOARD
 GPUS = 2
 POLL = 2.0   # the plan's default GPU poll (jobs/contract/run_plan.py DEFAULT_GPU_POLL_SECONDS), for both orders
 
 
-def _ray_env() -> dict[str, str]:
-    return dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT),
-                PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}")
-
-
 def start_head() -> None:
-    subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",
-                    "--num-cpus=2", "--num-gpus=0", "--include-dashboard=true",
-                    "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--disable-usage-stats",
-                    "--object-store-memory=80000000"],
-                   check=True, capture_output=True, text=True, timeout=120, env=_ray_env())
-    from ray.job_submission import JobSubmissionClient
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            JobSubmissionClient(DASHBOARD).list_jobs()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    local_ray.start_head(num_cpus=2, num_gpus=0, env=local_ray.ray_env(PYTHONPATH=str(ROOT)))
 
 
 def join_gpu_node() -> None:
-    subprocess.run([RAY, "start", f"--address={GCS}", "--node-ip-address=127.0.0.1",
-                    f"--num-gpus={GPUS}", "--num-cpus=1", "--object-store-memory=80000000",
-                    "--disable-usage-stats"],
-                   check=True, capture_output=True, text=True, timeout=120, env=_ray_env())
+    local_ray.join_node(num_gpus=GPUS, env=local_ray.ray_env(PYTHONPATH=str(ROOT)))
 
 
 def stop_all() -> None:
-    assert inside(), "never `ray stop` outside the benchmark's PID namespace"
-    subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=60)
+    local_ray.stop_all(inside=inside())
 
 
 def wait_gpus_seen(timeout: float = 120) -> float:

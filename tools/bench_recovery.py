@@ -30,76 +30,40 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tools import local_ray
 from tools.loopback_namespace import inside, namespace_init, run_in_namespace
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-RAY = str(Path(PY).with_name("ray"))
-GCS = "127.0.0.1:6379"
-DASHBOARD = "http://127.0.0.1:8265"
+GCS, DASHBOARD = local_ray.GCS, local_ray.DASHBOARD
 GPUS = 2
 FAKE_TRAINER = ROOT / "tests" / "jobs" / "fake_trainer.py"
 NEMO_RL_GAPS_S = (313, 305, 296)   # INSTRUCTIONS.md control run, "restart gap" per fault
 
 
-def _bench_env() -> dict[str, str]:
-    return dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT), RAY_memory_monitor_refresh_ms="0",
-                RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT="180",
-                PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}")
-
-
 def start_bench_head() -> None:
-    subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",
-                    "--num-cpus=2", "--num-gpus=0", "--include-dashboard=true",
-                    "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--disable-usage-stats",
-                    "--object-store-memory=80000000"],
-                   check=True, capture_output=True, text=True, timeout=300, env=_bench_env())
-    from ray.job_submission import JobSubmissionClient
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            JobSubmissionClient(DASHBOARD).list_jobs()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    local_ray.start_head(num_cpus=2, num_gpus=0, env=local_ray.ray_env(PYTHONPATH=str(ROOT)),
+                         timeout=300, dashboard_timeout=120)
 
 
 def join_fake_gpu_node(port: int) -> None:
-    subprocess.run([RAY, "start", f"--address={GCS}", "--node-ip-address=127.0.0.1", f"--num-gpus={GPUS}",
-                    "--num-cpus=1", '--resources={"gpu_worker": 1}', f"--node-manager-port={port}",
-                    "--object-store-memory=80000000", "--disable-usage-stats"],
-                   check=True, capture_output=True, text=True, timeout=300, env=_bench_env())
+    local_ray.join_node(num_gpus=GPUS, resources='{"gpu_worker": 1}', node_manager_port=port,
+                        env=local_ray.ray_env(PYTHONPATH=str(ROOT)), timeout=300)
 
 
 def kill_node(port: int, sig: int) -> float:
-    assert inside(), "never signal a raylet outside the benchmark's PID namespace"
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "raylet/raylet" in cmdline and f"--node_manager_port={port} " in cmdline:
-                at = time.time()
-                os.kill(int(proc.name), sig)
-                return at
-    raise RuntimeError(f"no raylet on port {port}")
+    return local_ray.lose_node(port, sig, inside=inside())
 
 
 def stop_bench_cluster() -> None:
-    assert inside(), "never `ray stop` outside the benchmark's PID namespace"
-    subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120)
+    local_ray.stop_all(inside=inside())
 
 
 def _rows(path: Path) -> list[dict]:

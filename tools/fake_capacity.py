@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,11 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools import local_ray
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-RAY = str(Path(PY).with_name("ray"))
-GCS = "127.0.0.1:6379"
-DASHBOARD = "http://127.0.0.1:8265"
+GCS, DASHBOARD = local_ray.GCS, local_ray.DASHBOARD
 # Ray's fake provider names the head this (ray/autoscaler/_private/fake_multi_node/
 # node_provider.py FAKE_HEAD_NODE_ID, 2.54.0); the autoscaler matches the head by it.
 FAKE_HEAD_NODE_ID = "fffffffffffffffffffffffffffffffffffffffffffffffffff00000"
@@ -114,10 +113,7 @@ class FakeCluster:
 
 
 def ray_env(cluster: FakeCluster | None = None) -> dict[str, str]:
-    # A shared 2-core machine can take longer than the dashboard's 30 s to start its modules.
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0",
-               RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT="180", RAY_DASHBOARD_STARTUP_TIMEOUT_S="240",
-               PYTHONPATH=str(ROOT), PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}")
+    env = local_ray.ray_env(RAY_DASHBOARD_STARTUP_TIMEOUT_S="240", PYTHONPATH=str(ROOT))
     if cluster is not None:
         env.update({
             "RAY_FAKE_CLUSTER": "1", "RAY_enable_autoscaler_v2": "1",
@@ -133,32 +129,12 @@ def start_autoscaling_head(cluster: FakeCluster, workdir: Path) -> None:
     job API answers."""
     config = workdir / "autoscaling.json"
     config.write_text(json.dumps(cluster.autoscaling_config(), indent=1))
-    started = subprocess.run(
-        [RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",
-         f"--num-cpus={cluster.head_cpus}", "--num-gpus=0", "--include-dashboard=true",
-         "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--disable-usage-stats",
-         "--object-store-memory=80000000", f"--autoscaling-config={config}"],
-        capture_output=True, text=True, timeout=300, env=ray_env(cluster))
-    if started.returncode != 0:
-        raise RuntimeError(f"ray start --head exited {started.returncode}:\n"
-                           f"{started.stdout[-2000:]}\n{started.stderr[-3000:]}")
-    from ray.job_submission import JobSubmissionClient
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            JobSubmissionClient(DASHBOARD).list_jobs()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    local_ray.start_head(num_cpus=cluster.head_cpus, num_gpus=0, extra_args=[f"--autoscaling-config={config}"],
+                         env=ray_env(cluster), timeout=300)
 
 
 def stop_autoscaling_head(namespace_env: str) -> None:
-    assert os.environ.get(namespace_env) == "1", \
-        "never `ray stop` outside this machinery's own PID namespace"
-    subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=60)
+    local_ray.stop_all(inside=os.environ.get(namespace_env) == "1", timeout=60)
 
 
 def gpu_nodes_alive() -> dict[str, dict[str, str]]:

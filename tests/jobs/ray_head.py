@@ -27,15 +27,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools import local_ray
+
 NS_ENV = "GKE_GRPO_RAY_TEST_NAMESPACE"
 # The PATH the session started with: the inner runs start from a background thread, possibly
 # while a test of the main process has monkeypatched PATH (tests/jobs/cli/test_stack_outputs.py
 # empties it to hide `pulumi`), and `unshare`, `ip` and `mount` must still be found.
 SESSION_PATH = os.environ.get("PATH", "")
-DASHBOARD = "http://127.0.0.1:8265"
-GCS = "127.0.0.1:6379"
+DASHBOARD = local_ray.DASHBOARD
+GCS = local_ray.GCS
 FAKE_GPUS = 2
-RAY = str(Path(sys.executable).with_name("ray"))
+RAY = local_ray.RAY
 
 
 def inside_namespace() -> bool:
@@ -192,37 +194,7 @@ def non_loopback_listeners() -> list[str]:
 
 
 def start_head() -> None:
-    # RAY_memory_monitor_refresh_ms=0: Ray's OOM killer judges the whole (shared) machine, so a
-    # busy test machine would kill test tasks that use a few MB ("node running low on memory").
-    # On a loaded 2-core machine the head's processes can take longer to start than Ray allows,
-    # and `ray start --head` then fails: the dashboard's modules (RAY_DASHBOARD_SUBPROCESS_MODULE_
-    # WAIT_READY_TIMEOUT, 30 s by default, ray/dashboard/consts.py: "Module MetricsHead failed to
-    # start") and the GCS (RAY_gcs_rpc_server_reconnect_timeout_s, 60 s: "Failed to connect to GCS
-    # within 60 seconds"), both seen while several Ray test modules ran side by side.
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0",
-               RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT="180",
-               RAY_gcs_rpc_server_reconnect_timeout_s="180",
-               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    started = subprocess.run(
-        [RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--port=6379",
-         f"--num-cpus={FAKE_GPUS}", f"--num-gpus={FAKE_GPUS}", "--include-dashboard=true",
-         "--dashboard-host=127.0.0.1", "--dashboard-port=8265", "--disable-usage-stats",
-         "--object-store-memory=100000000"],
-        capture_output=True, text=True, timeout=240, env=env)
-    if started.returncode != 0:     # say why: the command line alone tells nothing
-        raise RuntimeError(f"`ray start --head` exited {started.returncode}:\n{started.stdout[-1500:]}\n"
-                           f"{started.stderr[-3000:]}")
-    from ray.job_submission import JobSubmissionClient
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            JobSubmissionClient(DASHBOARD).list_jobs()
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    local_ray.start_head(num_cpus=FAKE_GPUS, num_gpus=FAKE_GPUS)
 
 
 @contextlib.contextmanager
@@ -239,8 +211,7 @@ def running_head() -> Iterator[str]:
 
 def stop_head() -> None:
     # Inside our own PID namespace `ray stop` only sees this head's processes.
-    assert inside_namespace(), "never run `ray stop` outside the test's PID namespace"
-    subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=60)
+    local_ray.stop_all(inside=inside_namespace(), timeout=60)
 
 
 def init(argv: list[str]) -> int:
@@ -274,34 +245,10 @@ GPU_WORKER_RESOURCE = "gpu_worker"     # what tests/jobs/fake_trainer.py's ray-*
 def add_gpu_worker(node_manager_port: int, gpus: int = FAKE_GPUS) -> None:
     """A second Ray node on this loopback: `gpus` fake GPUs and the custom resource the fake
     trainer's actor asks for (as a GPU worker pod joins the RayCluster)."""
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0",
-               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    subprocess.run([RAY, "start", f"--address={GCS}", "--node-ip-address=127.0.0.1", f"--num-gpus={gpus}",
-                    "--num-cpus=1", f'--resources={{"{GPU_WORKER_RESOURCE}": 1}}',
-                    f"--node-manager-port={node_manager_port}", "--object-store-memory=80000000",
-                    "--disable-usage-stats"], check=True, capture_output=True, text=True, timeout=120, env=env)
-
-
-def raylet_pid(node_manager_port: int) -> int | None:
-    """The raylet of the node started with `node_manager_port` (this PID namespace only)."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "raylet/raylet" in cmdline and f"--node_manager_port={node_manager_port} " in cmdline:
-            return int(proc.name)
-    return None
+    local_ray.join_node(num_gpus=gpus, resources=f'{{"{GPU_WORKER_RESOURCE}": 1}}',
+                        node_manager_port=node_manager_port)
 
 
 def lose_node(node_manager_port: int, sig: int) -> float:
-    """End a node as a Spot preemption does (SIGTERM to its raylet: what deleting its pod sends)
-    or as a vanished machine does (SIGKILL); returns when (time.time()) the signal was sent."""
-    assert inside_namespace(), "never signal a raylet outside the test's PID namespace"
-    pid = raylet_pid(node_manager_port)
-    assert pid is not None, f"no raylet with node manager port {node_manager_port}"
-    at = time.time()
-    os.kill(pid, sig)
-    return at
+    """A Spot preemption (SIGTERM to the node's raylet) or a vanished machine (SIGKILL)."""
+    return local_ray.lose_node(node_manager_port, sig, inside=inside_namespace())

@@ -17,12 +17,12 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
 from tests.jobs import ray_head
+from tools import local_ray
 
 EXTRA_NODES = 2
 GPUS_PER_RAY_NODE = 2   # the head's FAKE_GPUS; the extra nodes get as many
@@ -55,12 +55,7 @@ else:
     KIB = 1024
 
     def start_extra_node() -> None:
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0",
-                   PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-        subprocess.run([ray_head.RAY, "start", f"--address={ray_head.GCS}", "--node-ip-address=127.0.0.1",
-                        "--num-cpus=1", f"--num-gpus={GPUS_PER_RAY_NODE}", "--disable-usage-stats",
-                        "--object-store-memory=80000000"],
-                       check=True, capture_output=True, text=True, timeout=120, env=env)
+        local_ray.join_node(num_gpus=GPUS_PER_RAY_NODE)
 
     @pytest.fixture(scope="module")
     def cluster():
