@@ -39,15 +39,15 @@ GPUS = 2
 POLL = 2.0   # the plan's default GPU poll (jobs/contract/run_plan.py DEFAULT_GPU_POLL_SECONDS), for both orders
 
 
-def start_head() -> None:
+def start_idle_bench_head() -> None:
     local_ray.start_head(num_cpus=2, num_gpus=0, env=local_ray.ray_env(PYTHONPATH=str(ROOT)))
 
 
-def join_gpu_node() -> None:
+def join_idle_bench_gpu_node() -> None:
     local_ray.join_node(num_gpus=GPUS, env=local_ray.ray_env(PYTHONPATH=str(ROOT)))
 
 
-def stop_all() -> None:
+def stop_idle_bench() -> None:
     local_ray.stop_all(inside=inside())
 
 
@@ -88,10 +88,10 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
     from jobs.contract.run_plan import DATA_ROOT_ENV, Command, RunPlan
 
     work.mkdir(parents=True)
-    start_head()
+    start_idle_bench_head()
     try:
         if gpus_first:
-            join_gpu_node()
+            join_idle_bench_gpu_node()
             available = wait_gpus_seen()
         trainer_marker = work / "trainer-started"
         staging_cmd = (PY, "-c", f"import time; time.sleep({staging})")
@@ -117,7 +117,7 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
             runtime_env={"env_vars": {DATA_ROOT_ENV: str(work)}})
         if not gpus_first:
             time.sleep(max(0.0, submitted + join_after - time.time()))
-            join_gpu_node()
+            join_idle_bench_gpu_node()
             available = wait_gpus_seen()
         status = _wait_job(submission_id)
         if status != "SUCCEEDED":
@@ -135,7 +135,7 @@ def scenario(name: str, work: Path, *, driver: bool, gpus_first: bool, staging: 
         return {"scenario": name, "idle_s": idle, "prep_in_window_s": prep_in_window,
                 "submitted_to_trainer_s": trainer_start - submitted}
     finally:
-        stop_all()
+        stop_idle_bench()
 
 
 def run_scenarios_inside_namespace(args) -> int:

@@ -112,7 +112,7 @@ class FakeCluster:
         }
 
 
-def ray_env(cluster: FakeCluster | None = None) -> dict[str, str]:
+def fake_cluster_env(cluster: FakeCluster | None = None) -> dict[str, str]:
     env = local_ray.ray_env(RAY_DASHBOARD_STARTUP_TIMEOUT_S="240", PYTHONPATH=str(ROOT))
     if cluster is not None:
         env.update({
@@ -130,7 +130,7 @@ def start_autoscaling_head(cluster: FakeCluster, workdir: Path) -> None:
     config = workdir / "autoscaling.json"
     config.write_text(json.dumps(cluster.autoscaling_config(), indent=1))
     local_ray.start_head(num_cpus=cluster.head_cpus, num_gpus=0, extra_args=[f"--autoscaling-config={config}"],
-                         env=ray_env(cluster), timeout=300)
+                         env=fake_cluster_env(cluster), timeout=300)
 
 
 def stop_autoscaling_head(namespace_env: str) -> None:

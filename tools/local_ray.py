@@ -41,7 +41,7 @@ def ray_env(**extra: str) -> dict[str, str]:
                 PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", **extra)
 
 
-def _ray_start(args: Sequence[str], env: dict[str, str] | None, timeout: float, what: str) -> None:
+def _run_ray_start(args: Sequence[str], env: dict[str, str] | None, timeout: float, what: str) -> None:
     done = subprocess.run([RAY, "start", *args], capture_output=True, text=True, timeout=timeout,
                           env=env if env is not None else ray_env())
     if done.returncode != 0:     # say why: the command line alone tells nothing
@@ -54,7 +54,7 @@ def start_head(*, num_cpus: int, num_gpus: int, extra_args: Sequence[str] = (),
                timeout: float = 240, dashboard_timeout: float = 60) -> None:
     """`ray start --head` on 127.0.0.1 (GCS 6379, dashboard 8265); returns once the dashboard's
     job API answers."""
-    _ray_start(["--head", "--node-ip-address=127.0.0.1", "--port=6379", f"--num-cpus={num_cpus}",
+    _run_ray_start(["--head", "--node-ip-address=127.0.0.1", "--port=6379", f"--num-cpus={num_cpus}",
                 f"--num-gpus={num_gpus}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
                 "--dashboard-port=8265", "--disable-usage-stats",
                 f"--object-store-memory={object_store_bytes}", *extra_args],
@@ -82,7 +82,7 @@ def join_node(*, num_gpus: int, num_cpus: int = 1, resources: str | None = None,
     """A second node on this loopback (as a GPU worker pod joins the RayCluster): ``resources``
     is Ray's JSON (``'{"gpu_worker": 1}'``); ``node_manager_port`` names its raylet for
     ``lose_node``."""
-    _ray_start([f"--address={GCS}", "--node-ip-address=127.0.0.1", f"--num-gpus={num_gpus}",
+    _run_ray_start([f"--address={GCS}", "--node-ip-address=127.0.0.1", f"--num-gpus={num_gpus}",
                 f"--num-cpus={num_cpus}", *([f"--resources={resources}"] if resources else []),
                 *([f"--node-manager-port={node_manager_port}"] if node_manager_port else []),
                 f"--object-store-memory={object_store_bytes}", "--disable-usage-stats"],

@@ -86,7 +86,7 @@ else:
         assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"], links
         cluster = fc.FakeCluster(sources=SOURCES, max_workers=2, gpus_per_node=2,
                                  idle_timeout_seconds=IDLE)
-        os.environ.update({k: v for k, v in fc.ray_env().items() if k in ("PYTHONPATH", "PATH")})
+        os.environ.update({k: v for k, v in fc.fake_cluster_env().items() if k in ("PYTHONPATH", "PATH")})
         try:
             fc.start_autoscaling_head(cluster, tmp_path_factory.mktemp("fake-capacity"))
             assert ray_head.non_loopback_listeners() == []
