@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools import local_ray
+from tools.loopback_namespace import namespace_init
 
 NS_ENV = "GKE_GRPO_RAY_TEST_NAMESPACE"
 # The PATH the session started with: the inner runs start from a background thread, possibly
@@ -214,27 +215,10 @@ def stop_head() -> None:
     local_ray.stop_all(inside=inside_namespace(), timeout=60)
 
 
-def init(argv: list[str]) -> int:
-    """A minimal init for PID 1 of the namespace: run argv, reap every child, return argv's
-    exit code. Signals that stop the test run (TERM, INT, HUP) are passed on to it."""
-    import signal
-
-    child = subprocess.Popen(argv)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: child.send_signal(signum))
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            return 1
-        except InterruptedError:  # pragma: no cover - retried by Python since 3.5
-            continue
-        if pid == child.pid:
-            return os.waitstatus_to_exitcode(status)
-
-
 if __name__ == "__main__" and sys.argv[1:2] == ["init"]:
-    sys.exit(init(sys.argv[2:]))
+    # PID 1 of the namespace: the benchmarks' init (run argv, reap every orphan, pass on TERM,
+    # INT and HUP, exit with argv's code).
+    sys.exit(namespace_init(sys.argv[2:]))
 
 
 # ---- more nodes, and losing them ---------------------------------------------------------------
