@@ -2,7 +2,8 @@
 kubeconfig (a temporary file) or the user's own, an optional context, a timeout, and one line
 that says what went wrong. `jobs status` (RayJobs), `jobs report --fetch` (kubectl cp) and
 `jobs serve` (apply, get, logs, delete) all run kubectl this way; each turns KubectlFailed into
-its own error with its own advice (the port-forward, a long-lived child, is jobs/cli/port_forward.py).
+its own error with its own advice. The port-forward, a long-lived child (jobs/cli/port_forward.py),
+builds its command line with the same kubectl_argv.
 """
 
 from __future__ import annotations

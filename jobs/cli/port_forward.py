@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
+from jobs.cli.kubectl import kubectl_argv
+
 DASHBOARD_PORT = 8265
 
 
@@ -226,12 +228,9 @@ def port_forward(namespace: str, service: str, *, remote_port: int = DASHBOARD_P
     KeyboardInterrupt, the CLI's SIGTERM/SIGHUP handlers), and killed by the kernel if this
     process dies without cleanup (SIGKILL): PR_SET_PDEATHSIG."""
     port = local_port or free_local_port()
-    cmd = [kubectl, "port-forward", "-n", namespace, f"svc/{service}", f"{port}:{remote_port}",
-           "--address", "127.0.0.1", *extra_args]
-    if context:
-        cmd[1:1] = ["--context", context]
-    if kubeconfig:   # a file path (the stack's exported kubeconfig), never its content
-        cmd[1:1] = ["--kubeconfig", kubeconfig]
+    # kubeconfig: a file path (the stack's exported kubeconfig), never its content
+    cmd = kubectl_argv(kubectl, "port-forward", "-n", namespace, f"svc/{service}", f"{port}:{remote_port}",
+                       "--address", "127.0.0.1", *extra_args, kubeconfig=kubeconfig, context=context)
     forward = _Forward(cmd, port, namespace, ready_timeout, max_restarts, err,
                        credentials_hint=credentials_hint)
     try:

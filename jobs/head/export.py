@@ -58,7 +58,7 @@ from jobs.contract.exports import (
 )
 from jobs.contract.layout import DATA_LAYOUT, HF_TOKEN_FILE
 from jobs.contract.records import run_dir
-from jobs.head.checkpoints import tracker_step
+from jobs.head.checkpoints import VERL_TRACKER, tracker_step
 
 LOG_PREFIX = "[export]"
 EXPORTED_MARKER = "[jobs.export] EXPORTED "
@@ -99,7 +99,7 @@ _NEMO_STEP = re.compile(r"^step_(\d+)$")
 
 def checkpoint_framework(checkpoint_dir: Path) -> str | None:
     names = [p.name for p in checkpoint_dir.iterdir()] if checkpoint_dir.is_dir() else []
-    if any(_VERL_STEP.match(n) for n in names) or "latest_checkpointed_iteration.txt" in names:
+    if any(_VERL_STEP.match(n) for n in names) or VERL_TRACKER in names:
         return "verl"
     if any(_NEMO_STEP.match(n) or n.startswith("tmp_step_") for n in names):
         return "nemo-rl"

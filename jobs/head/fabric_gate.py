@@ -421,7 +421,7 @@ def _passed_on(run_dir: str | Path, node_ids: Iterable[str]) -> bool:
     """A measured (not skipped) passing result exists for exactly these GPU nodes."""
     doc = json_if_usable(Path(run_dir) / HEALTH_FILE, HEALTH_RESULT)
     return bool(isinstance(doc, dict) and doc.get("passed") and not doc.get("skipped")
-                and not gate_needed(run_dir, node_ids))
+                and _measured_nodes(doc) == sorted(node_ids))
 
 
 def ray_gpu_node_ids() -> list[str]:
