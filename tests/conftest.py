@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,20 +64,93 @@ def stack_config(stack: str, changes: dict[str, Any] | None = None) -> tuple[dic
     return out, {k for k in secret_keys if k in out}
 
 
+class PreviewCache:
+    """Whole offline previews, computed once per distinct (stack, config content, secret keys)
+    for the whole test run: many modules preview the same variants (the committed stacks above
+    all), and one preview costs seconds on the 2-core machine.
+
+    What a test may see of a preview besides the result is replayed on every hit: the program's
+    log records (pulumi.log.warn/info under the mocks reach the "gke-grpo.preview" logger, which
+    caplog reads), so a hit looks to a test exactly like a run. A test whose closure uses
+    ``monkeypatch`` (it may have patched the program's code, data or environment) is never served
+    from the cache and never fills it; ``fresh=True`` asks for a new run explicitly (determinism
+    tests compare two real runs). Each hit is a deep copy: a test mutating its result cannot
+    change another test's."""
+
+    LOGGER = "gke-grpo.preview"
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[PreviewResult, list[logging.LogRecord]]] = {}
+        self.bypass = False          # set for the test running now by _preview_cache_bypass
+        self.hits = self.runs = 0
+
+    @staticmethod
+    def key(stack: str, raw: dict[str, str], secrets: set[str]) -> str:
+        return json.dumps([stack, sorted(raw.items()), sorted(secrets)])
+
+    def preview(self, stack: str, raw: dict[str, str], secrets: set[str], *, fresh: bool = False) -> PreviewResult:
+        if fresh or self.bypass:
+            self.runs += 1
+            return run_with_config(stack, raw, secrets)
+        key = self.key(stack, raw, secrets)
+        if key not in self.entries:
+            self.runs += 1
+            self.entries[key] = self._recorded_run(stack, raw, secrets)
+        else:
+            self.hits += 1
+        result, records = self.entries[key]
+        self._replay(records)
+        return copy.deepcopy(result)
+
+    def _recorded_run(self, stack: str, raw: dict[str, str],
+                      secrets: set[str]) -> tuple[PreviewResult, list[logging.LogRecord]]:
+        """The run with every record of the preview's logger kept (all levels) and none passed
+        on: ``_replay`` passes on what the logger's level of the moment lets through."""
+        logger = logging.getLogger(self.LOGGER)
+        records: list[logging.LogRecord] = []
+        collector = logging.Handler(logging.NOTSET)
+        collector.emit = records.append             # type: ignore[method-assign]
+        level, propagate = logger.level, logger.propagate
+        logger.addHandler(collector)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        try:
+            result = run_with_config(stack, raw, secrets)
+        finally:
+            logger.removeHandler(collector)
+            logger.setLevel(level)
+            logger.propagate = propagate
+        return result, records
+
+    def _replay(self, records: list[logging.LogRecord]) -> None:
+        logger = logging.getLogger(self.LOGGER)
+        for record in records:
+            if logger.isEnabledFor(record.levelno):
+                logger.handle(copy.copy(record))
+
+
+PREVIEWS = PreviewCache()
+
+
+@pytest.fixture(autouse=True)
+def _preview_cache_bypass(request: pytest.FixtureRequest) -> Iterator[None]:
+    PREVIEWS.bypass = "monkeypatch" in request.fixturenames
+    yield
+    PREVIEWS.bypass = False
+
+
 def preview_with(stack: str, changes: dict[str, Any] | None = None,
-                 secret_keys: set[str] | None = None) -> PreviewResult:
+                 secret_keys: set[str] | None = None, *, fresh: bool = False) -> PreviewResult:
+    """The offline preview of `stack` with `changes` (see stack_config), from the run's cache
+    (PreviewCache) unless ``fresh``."""
     raw, secrets = stack_config(stack, changes)
-    return run_with_config(stack, raw, secrets if secret_keys is None else secret_keys)
-
-
-_CACHE: dict[str, PreviewResult] = {}
+    return PREVIEWS.preview(stack, raw, secrets if secret_keys is None else secret_keys, fresh=fresh)
 
 
 def _cached(stack: str) -> PreviewResult:
-    if stack not in _CACHE:
-        _CACHE[stack] = preview_with(stack)
-        assert _CACHE[stack].error is None, _CACHE[stack].error
-    return _CACHE[stack]
+    result = preview_with(stack)
+    assert result.error is None, result.error
+    return result
 
 
 @pytest.fixture(scope="session")
@@ -128,3 +203,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from tests.jobs import ray_head
 
     ray_head.stop_background()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Where the suite's time went, printed (never asserted): the previews computed and served from
+    the cache, and each inner Ray run (namespace) with its time and bound."""
+    from tests.jobs import ray_head
+
+    if ray_head.inside_namespace():
+        return
+    terminalreporter.write_sep("-", "suite timing")
+    terminalreporter.write_line(f"offline previews: {PREVIEWS.runs} computed, {PREVIEWS.hits} served from the cache")
+    for line in ray_head.background_summary():
+        terminalreporter.write_line(line)

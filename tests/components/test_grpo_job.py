@@ -168,7 +168,7 @@ def test_the_submitter_survives_head_restarts_and_a_stop_leaves_the_trainer_a_wi
 
 
 def test_unchanged_spec_registers_identical_rayjob():
-    first, second = preview_with("dev"), preview_with("dev")
+    first, second = preview_with("dev", fresh=True), preview_with("dev", fresh=True)
     assert _rayjob(first).inputs == _rayjob(second).inputs
 
 

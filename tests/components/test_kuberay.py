@@ -524,7 +524,7 @@ def test_unconfirmed_verl_image_is_a_preview_warning(caplog):
     for _ in range(2):
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="gke-grpo.preview"):
-            assert preview_with("dev").error is None
+            assert preview_with("dev", fresh=True).error is None     # two real runs, not the cache
         messages.append([r.getMessage() for r in caplog.records if "verlai/verl" in r.getMessage()])
     assert messages[0] == messages[1] and len(messages[0]) == 1
     [warning] = messages[0]

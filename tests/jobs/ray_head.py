@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import shutil
 import subprocess
@@ -74,27 +75,51 @@ def namespace_command(pytest_args: list[str]) -> list[str]:
     return [unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", inner]
 
 
+# An inner run may take this many times its measured time before it is stopped: the times below were
+# measured with a second suite on the machine, and a slower or busier machine must still pass.
+BOUND_MARGIN = 2.0
+
+
 @dataclass(frozen=True)
 class InnerRun:
-    """The outer half of a Ray test module: re-run `test_file` inside a loopback-only namespace
-    (`needs` names what the skip message says needs it) and require that every test there passed,
-    none skipped; a missing namespace is a skip here and a failure in CI.
+    """The outer half of a Ray test module: its inner tests run inside a loopback-only namespace
+    (`needs` names what the skip message says needs it), and the outer test requires that every
+    one of them passed, none skipped; a missing namespace is a skip here and a failure in CI.
 
     Declared at module level (``INNER = InnerRun(__file__, ...)``) so that the suite can start the
     inner runs of every selected Ray module in the background as soon as collection ends
-    (``start_in_background``, from tests/conftest.py): they run one after another, in their own
-    namespaces, while the rest of the suite runs in the main process, and each module's outer test
-    (``INNER.check()``) waits for its own result. On 2 cores this overlaps the Ray heads' work with
-    the other tests instead of leaving one core idle."""
+    (``start_in_background``, from tests/conftest.py) while the rest of the suite runs in the main
+    process; each module's outer test (``INNER.check()``) waits for its own result.
+
+    Modules that only submit jobs to a head share one: they run together, in one pytest and one
+    namespace, against the session's head (``shared_ray_head`` in tests/jobs/conftest.py), each
+    scenario with its own job ids, run directory and data root. A module whose scenarios start
+    nodes, lose them, or stop and restart the head (``own_head=True``) runs alone in its own
+    namespace with a head of its own.
+
+    ``measured_seconds``: how long this module's inner tests took on the 2-core machine with
+    another suite running beside it (the module says when); its bound is that times BOUND_MARGIN,
+    and a group's bound is the sum of its modules'."""
 
     test_file: str
     needs: str
-    timeout: int = 420
-    pytest_args: tuple[str, ...] = ()
+    measured_seconds: float
+    own_head: bool = False
+
+    @property
+    def bound(self) -> int:
+        return math.ceil(self.measured_seconds * BOUND_MARGIN)
 
     @property
     def key(self) -> str:
         return str(Path(self.test_file).resolve())
+
+    @property
+    def module(self) -> str:
+        """The dotted name JUnit XML gives its test cases (``classname``)."""
+        from tests.conftest import ROOT
+
+        return ".".join(Path(self.test_file).resolve().relative_to(ROOT).with_suffix("").parts)
 
     def check(self) -> None:
         from tests.conftest import skip_or_fail
@@ -102,55 +127,124 @@ class InnerRun:
         reason = namespace_unavailable()
         if reason:
             skip_or_fail(f"{self.needs} need a loopback-only network namespace: {reason}")
-        returncode, stdout, stderr, seconds = _BACKGROUND.result(self)
-        report = f"inner run ({seconds:.0f}s, exit {returncode}):\n{stdout[-8000:]}\n{stderr[-3000:]}"
+        group = _BACKGROUND.result(self)
+        cases = group.cases.get(self.module, [])
+        mine = "\n".join(line for line in group.stdout.splitlines()
+                         if line.startswith(self.module.replace(".", "/") + ".py"))
+        report = (f"inner run of {group.describe()} ({group.seconds:.0f}s, exit {group.returncode}); "
+                  f"this module's tests:\n{mine or '(none reported)'}\n"
+                  f"--- end of the run's output ---\n{group.stdout[-6000:]}\n{group.stderr[-3000:]}")
         print(report)
-        assert returncode == 0, report
-        summary = stdout.strip().splitlines()[-1] if stdout.strip() else ""
-        assert " passed" in summary and "skipped" not in summary and "failed" not in summary, report
+        outcomes = [outcome for _, outcome in cases]
+        assert cases, f"no result for {self.module}\n{report}"
+        assert all(outcome == "passed" for outcome in outcomes), report
 
 
-def _run(inner: InnerRun, running: list[subprocess.Popen]) -> tuple[int, str, str, float]:
+@dataclass
+class GroupResult:
+    """One pytest run inside one namespace: its exit, output, time and the outcome of every test
+    case by module (from its JUnit XML)."""
+
+    modules: list[str]
+    bound: int
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    cases: dict[str, list[tuple[str, str]]]
+
+    def describe(self) -> str:
+        return ", ".join(self.modules)
+
+
+def _read_junit(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """{module: [(test name, passed | failed | error | skipped)]} from pytest's JUnit XML."""
+    from xml.etree import ElementTree
+
+    cases: dict[str, list[tuple[str, str]]] = {}
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError):
+        return cases
+    for case in root.iter("testcase"):
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = "failed" if child.tag == "failure" else child.tag
+        cases.setdefault(case.get("classname", ""), []).append((case.get("name", ""), outcome))
+    return cases
+
+
+def _where_it_stopped(stdout: str) -> str:
+    """The test that was running when a bound passed: with -v, pytest prints a test's id before
+    running it and its outcome after."""
+    started = [line for line in stdout.splitlines() if "::" in line and not line.rstrip().endswith("]")
+               and not any(word in line for word in ("PASSED", "FAILED", "ERROR", "SKIPPED"))]
+    return started[-1].strip() if started else "before the first test started (the head's start?)"
+
+
+def _run_group(group: list[InnerRun], running: list[subprocess.Popen]) -> GroupResult:
+    import tempfile
+
     from tests.conftest import ROOT
 
-    cmd = namespace_command(["-q", "-p", "no:cacheprovider", "-rfE", *inner.pytest_args,
-                             str(Path(inner.test_file).resolve().relative_to(ROOT))])
+    bound = sum(inner.bound for inner in group)
+    junit = Path(tempfile.mkdtemp(prefix="gke-grpo-inner-")) / "junit.xml"
+    files = [str(Path(inner.test_file).resolve().relative_to(ROOT)) for inner in group]
+    cmd = namespace_command(["-v", "-p", "no:cacheprovider", "-rfE", "--durations=10",
+                             f"--junitxml={junit}", "-o", "junit_family=xunit2", *files])
     env = dict(os.environ, **{NS_ENV: "1"}, PATH=SESSION_PATH)
     env.pop("RAY_ADDRESS", None)
+    env.pop("PYTEST_ADDOPTS", None)       # the outer run's options are not the inner run's
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     running.append(proc)
     try:
-        stdout, stderr = proc.communicate(timeout=inner.timeout)
+        stdout, stderr = proc.communicate(timeout=bound)
     except subprocess.TimeoutExpired:
         proc.kill()               # PID 1 of the namespace: the kernel ends everything inside it
         stdout, stderr = proc.communicate()
-        stderr += f"\n(stopped after its {inner.timeout}s bound)"
+        stderr += f"\n(stopped after its {bound}s bound, while running: {_where_it_stopped(stdout)})"
     finally:
         running.remove(proc)
-    return proc.returncode, stdout, stderr, time.monotonic() - start
+    return GroupResult([inner.module for inner in group], bound, proc.returncode, stdout, stderr,
+                       time.monotonic() - start, _read_junit(junit))
+
+
+# How many namespaces run at once: the shared head's modules and each own-head module are
+# independent (each namespace has its own ports, /tmp/ray and processes).
+NAMESPACES_AT_ONCE = 2
 
 
 class _Background:
-    """The inner runs started when collection ends, one at a time, in collection order."""
+    """The inner runs started when collection ends: the shared-head group first, then each
+    own-head module, NAMESPACES_AT_ONCE at a time."""
 
     def __init__(self) -> None:
         self.pool: ThreadPoolExecutor | None = None
-        self.futures: dict[str, Future] = {}
+        self.futures: dict[str, Future[GroupResult]] = {}
         self.running: list[subprocess.Popen] = []
+
+    @staticmethod
+    def groups(inner_runs: list[InnerRun]) -> list[list[InnerRun]]:
+        unique = list({inner.key: inner for inner in inner_runs}.values())
+        shared = [inner for inner in unique if not inner.own_head]
+        own = sorted((inner for inner in unique if inner.own_head), key=lambda inner: -inner.bound)
+        return ([shared] if shared else []) + [[inner] for inner in own]
 
     def start(self, inner_runs: list[InnerRun]) -> None:
         if not inner_runs or inside_namespace() or namespace_unavailable() is not None:
             return      # nothing to run, or each outer test skips (fails in CI) on its own
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ray-namespace")
-        for inner in inner_runs:
-            if inner.key not in self.futures:
-                self.futures[inner.key] = self.pool.submit(_run, inner, self.running)
+        self.pool = ThreadPoolExecutor(max_workers=NAMESPACES_AT_ONCE, thread_name_prefix="ray-namespace")
+        for group in self.groups(inner_runs):
+            future = self.pool.submit(_run_group, group, self.running)
+            for inner in group:
+                self.futures[inner.key] = future
 
-    def result(self, inner: InnerRun) -> tuple[int, str, str, float]:
+    def result(self, inner: InnerRun) -> GroupResult:
         future = self.futures.get(inner.key)
         if future is None:        # not started with the session (a module run by hand)
-            return _run(inner, self.running)
+            return _run_group([inner], self.running)
         return future.result()
 
     def stop(self) -> None:
@@ -170,6 +264,20 @@ def start_in_background(inner_runs: list[InnerRun]) -> None:
 
 def stop_background() -> None:
     _BACKGROUND.stop()
+
+
+def background_summary() -> list[str]:
+    """One line per inner run that finished: its modules, time, bound and exit."""
+    lines = []
+    seen: set[int] = set()
+    for future in _BACKGROUND.futures.values():
+        if id(future) in seen or not future.done() or future.cancelled() or future.exception():
+            continue
+        seen.add(id(future))
+        group = future.result()
+        lines.append(f"inner Ray run {group.seconds:5.0f} s (bound {group.bound} s, exit {group.returncode}): "
+                     f"{group.describe()}")
+    return lines
 
 
 def non_loopback_listeners() -> list[str]:
@@ -236,3 +344,29 @@ def add_gpu_worker(node_manager_port: int, gpus: int = FAKE_GPUS) -> None:
 def lose_node(node_manager_port: int, sig: int) -> float:
     """A Spot preemption (SIGTERM to the node's raylet) or a vanished machine (SIGKILL)."""
     return local_ray.lose_node(node_manager_port, sig, inside=inside_namespace())
+
+
+# ---- the head pod's layout -----------------------------------------------------------------------
+
+# The head's /data: one scratch directory for the namespace's head (its env names it), where every
+# test's run has its own runs/<run-id> and checkpoints/<run-id>, as runs share /data on GKE.
+HEAD_DATA: list[Path] = []
+
+
+def install_head_layout() -> None:
+    """/opt/gke-grpo as the head pod has it, in this namespace only (a private tmpfs): the jobs
+    package, and run/plan.json where the ConfigMap mounts it."""
+    from tests.conftest import ROOT
+
+    assert inside_namespace(), "/opt is mounted over only inside the namespace"
+    mounts = Path("/proc/self/mountinfo").read_text()
+    if " /opt " not in mounts:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", "/opt"], check=True)
+    Path("/opt/gke-grpo/run").mkdir(parents=True, exist_ok=True)
+    if not Path("/opt/gke-grpo/jobs").exists():
+        Path("/opt/gke-grpo/jobs").symlink_to(ROOT / "jobs")
+
+
+def only_loopback_links() -> None:
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"], links

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 
 
 # Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
-INNER = ray_head.InnerRun(__file__, "the Ray jobs tests")
+INNER = ray_head.InnerRun(__file__, "the Ray jobs tests", measured_seconds=185)
 
 if not ray_head.inside_namespace():
 
@@ -43,10 +43,7 @@ if not ray_head.inside_namespace():
 
 else:
 
-    @pytest.fixture(scope="module")
-    def head():
-        with ray_head.running_head() as dashboard:
-            yield dashboard
+    # `head`: the inner run's shared head (tests/jobs/conftest.py).
 
     def py(code: str) -> str:
         return f"{shlex.quote(PY)} -c {shlex.quote(code)}"

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 
 
 # Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
-INNER = ray_head.InnerRun(__file__, "the Ray jobs tests", pytest_args=("--durations=5",))
+INNER = ray_head.InnerRun(__file__, "the Ray jobs tests", measured_seconds=200)
 
 if not ray_head.inside_namespace():
 
@@ -46,12 +46,7 @@ if not ray_head.inside_namespace():
 
 else:
 
-    @pytest.fixture(scope="module")
-    def head():
-        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-        assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"], links
-        with ray_head.running_head() as dashboard:
-            yield dashboard
+    # `head`: the inner run's shared head (tests/jobs/conftest.py).
 
     def py(code: str) -> str:
         return f"{shlex.quote(PY)} -c {shlex.quote(code)}"

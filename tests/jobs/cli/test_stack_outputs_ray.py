@@ -33,7 +33,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 
 
 # Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
-INNER = ray_head.InnerRun(__file__, "the Ray jobs tests")
+INNER = ray_head.InnerRun(__file__, "the Ray jobs tests", measured_seconds=78)
 
 if not ray_head.inside_namespace():
 
@@ -42,10 +42,7 @@ if not ray_head.inside_namespace():
 
 else:
 
-    @pytest.fixture(scope="module")
-    def head():
-        with ray_head.running_head() as dashboard:
-            yield dashboard
+    # `head`: the inner run's shared head (tests/jobs/conftest.py).
 
     def test_submit_and_list_target_the_deployed_run(head, tmp_path, monkeypatch):
         deployed_spec = dev_spec(**{"gke-grpo:job.experimentName": "deployed-run"})

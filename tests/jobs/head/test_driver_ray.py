@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 import time
@@ -29,9 +28,9 @@ import pytest
 from jobs.cli import main as cli
 from jobs.cli.ray_jobs import RetryPolicy
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.run_plan import DATA_ROOT_ENV, PLAN_PATH, RUN_COMMAND, Command, RunPlan
+from jobs.contract.run_plan import PLAN_PATH, RUN_COMMAND, Command, RunPlan
 from jobs.head.run_records import read_restarts
-from tests.conftest import ROOT, preview_with
+from tests.conftest import preview_with
 from tests.jobs import ray_head
 from tests.jobs.cli.test_main import dev_spec, write_config
 from tests.jobs.kuberay_submitter import CONTAINER_COMMAND, submitter_container_args, submitter_env
@@ -43,7 +42,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 
 
 # Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
-INNER = ray_head.InnerRun(__file__, "the run driver's Ray tests", timeout=600, pytest_args=("--durations=8",))
+INNER = ray_head.InnerRun(__file__, "the run driver's Ray tests", measured_seconds=555)
 
 if not ray_head.inside_namespace():
 
@@ -52,30 +51,9 @@ if not ray_head.inside_namespace():
 
 else:
 
-    def install_head_layout() -> None:
-        """/opt/gke-grpo as the head pod has it, in this namespace only (a private tmpfs)."""
-        mounts = Path("/proc/self/mountinfo").read_text()
-        if " /opt " not in mounts:
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", "/opt"], check=True)
-        Path("/opt/gke-grpo/run").mkdir(parents=True, exist_ok=True)
-        if not Path("/opt/gke-grpo/jobs").exists():
-            Path("/opt/gke-grpo/jobs").symlink_to(ROOT / "jobs")
-
-    # The head's /data: one scratch directory for the module's head (its env names it), where
-    # every test's run has its own runs/<run-id> and checkpoints/<run-id>.
-    HEAD_DATA: list[Path] = []
-
-    @pytest.fixture(scope="module")
-    def head(tmp_path_factory):
-        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-        assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"], links
-        install_head_layout()
-        # The head pod's env (components/grpo_job.py head_code_mount): the jobs package by path.
-        os.environ["PYTHONPATH"] = "/opt/gke-grpo"
-        HEAD_DATA[:] = [tmp_path_factory.mktemp("data")]
-        os.environ[DATA_ROOT_ENV] = str(HEAD_DATA[0])
-        with ray_head.running_head() as dashboard:
-            yield dashboard
+    # The head is the inner run's shared one (tests/jobs/conftest.py `head`), laid out as the head
+    # pod (components/grpo_job.py head_code_mount): /opt/gke-grpo/jobs, PYTHONPATH, and its /data.
+    HEAD_DATA = ray_head.HEAD_DATA
 
     def write_plan(tmp_path: Path, run_id: str, mode: str, **changes) -> RunPlan:
         checkpoints = HEAD_DATA[0] / "checkpoints" / run_id

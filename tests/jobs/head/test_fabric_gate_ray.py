@@ -29,7 +29,7 @@ GPUS_PER_RAY_NODE = 2   # the head's FAKE_GPUS; the extra nodes get as many
 
 
 # Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
-INNER = ray_head.InnerRun(__file__, "the health gate's Ray tests", pytest_args=("--durations=5",))
+INNER = ray_head.InnerRun(__file__, "the health gate's Ray tests", measured_seconds=200, own_head=True)
 
 if not ray_head.inside_namespace():
 

@@ -35,7 +35,7 @@ PY = sys.executable
 FAKE_TRAINER = str(Path(__file__).resolve().parents[1] / "fake_trainer.py")
 pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
 
-INNER = ray_head.InnerRun(__file__, "the run driver's recovery tests", pytest_args=("--durations=8",))
+INNER = ray_head.InnerRun(__file__, "the run driver's recovery tests", measured_seconds=123, own_head=True)
 
 if not ray_head.inside_namespace():
 
@@ -44,22 +44,23 @@ if not ray_head.inside_namespace():
 
 else:
     from tests.jobs.head.test_driver_ray import (
-        HEAD_DATA,
         _rendered_rayjob,
         _wait_terminal,
         events,
-        install_head_layout,
         job_info,
         jobs_of,
         run_submitter,
         write_plan,
     )
+    from tests.jobs.ray_head import HEAD_DATA, install_head_layout
 
     @pytest.fixture(scope="module")
     def head(tmp_path_factory):
+        """A head of this module's own: it gains and loses a GPU node, and is stopped and started
+        again (InnerRun own_head)."""
         install_head_layout()
         os.environ["PYTHONPATH"] = "/opt/gke-grpo"
-        # The head's /data (as in test_driver_ray.py): the plans' directories lie below it.
+        # The head's /data (as the shared head's): the plans' directories lie below it.
         HEAD_DATA[:] = [tmp_path_factory.mktemp("data")]
         os.environ[DATA_ROOT_ENV] = str(HEAD_DATA[0])
         with ray_head.running_head() as dashboard:

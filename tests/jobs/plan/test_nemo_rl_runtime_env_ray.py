@@ -33,7 +33,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 
 
 # Started in the background when collection ends (tests/conftest.py); the outer test waits for it.
-INNER = ray_head.InnerRun(__file__, "the Ray runtime-env test", timeout=300, pytest_args=("-s",))
+INNER = ray_head.InnerRun(__file__, "the Ray runtime-env test", measured_seconds=40)
 
 if not ray_head.inside_namespace():
 
@@ -43,11 +43,11 @@ if not ray_head.inside_namespace():
 else:
 
     @pytest.fixture(scope="module")
-    def client():
+    def client(head):
+        """A Jobs client of the inner run's shared head (tests/jobs/conftest.py)."""
         from ray.job_submission import JobSubmissionClient
 
-        with ray_head.running_head() as dashboard:
-            yield JobSubmissionClient(dashboard)
+        return JobSubmissionClient(head)
 
     def run_driver(client, submission_id, runtime_env, *names, timeout=120):
         from ray.job_submission import JobStatus
