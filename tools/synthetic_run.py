@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.cli.extras import not_installed
 from jobs.cli.metrics import FRAMEWORK_TAGS, NEMO_RL_VAL_TAG
 from jobs.contract.capacity import FLEX_START, SPOT
 from jobs.contract.records import EVENTS_FILE, RESTARTS_FILE, tensorboard_dir
@@ -217,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
                                         "(offline), as if that stack had run it")
     parser.add_argument("--report", metavar="DIR", help="also write the run's report into DIR")
     args = parser.parse_args(argv)
+    for module in ("tensorboard", "matplotlib") if args.report else ("tensorboard",):
+        missing = not_installed(module, "`python -m tools.synthetic_run`")
+        if missing is not None:
+            parser.exit(2, f"error: {missing}\n")
     if Path(args.out).exists():
         parser.error(f"{args.out} exists")
     run_id = framework = None

@@ -37,11 +37,12 @@ from typing import TextIO
 
 from jobs.cli.arguments import port_number, positive_int, positive_seconds, resolve_address, run_id_text
 from jobs.cli.export_serve import add_export_serve_parsers, cmd_export, cmd_serve
+from jobs.cli.extras import missing_cli_module, not_installed
 from jobs.cli.live_commands import cmd_attach, cmd_list, cmd_logs, cmd_status, cmd_stop, cmd_submit
 from jobs.cli.output_files import check_output_file
 from jobs.cli.ray_jobs import RetryPolicy, RunError, Runs
 from jobs.cli.run_directory_commands import cmd_health, cmd_plot, cmd_report, cmd_status_offline
-from jobs.cli.target import EntrypointBuilder, default_entrypoint, open_target
+from jobs.cli.target import EntrypointBuilder, UsageError, default_entrypoint, open_target
 from jobs.contract.credentials import redact
 from jobs.contract.exit_codes import ExitCode
 from jobs.contract.safe_files import UnusableFile
@@ -230,6 +231,11 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
         code = _without_dashboard(args, out, err)
         if code is not None:
             return code
+        # Before the stack is read and a port-forward opened: every command from here on talks
+        # to the dashboard through Ray's client.
+        missing = not_installed("ray", f"`{PROG} {args.command}`")
+        if missing is not None:
+            raise UsageError(missing)
         with open_target(args, err) as target:
             runs = Runs(target.address, retry=retry, out=out, err=err,
                         namespace=target.stack.namespace if target.stack else None)
@@ -253,8 +259,18 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
               "(`gke-grpo stop` stops it)", file=err, flush=True)
         return ExitCode.INTERRUPTED
     except Exception as exc:
-        if os.environ.get("GKE_GRPO_DEBUG") == "1":
+        if os.environ.get("GKE_GRPO_DEBUG") == "1" and not (
+                isinstance(exc, ModuleNotFoundError) and missing_cli_module(exc, "") is not None):
             raise
-        print(f"[jobs] internal error ({type(exc).__name__}: {redact(exc)[:300]}); this is a bug: "
-              "rerun with GKE_GRPO_DEBUG=1 for the traceback", file=err, flush=True)
-        return ExitCode.FAILED
+        return _unexpected(exc, args.command, err)
+
+
+def _unexpected(exc: Exception, command: str, err: TextIO) -> int:
+    """A module of requirements-cli.txt missing mid-command (one line naming `make cli`), else a bug."""
+    missing = missing_cli_module(exc, f"`{PROG} {command}`") if isinstance(exc, ModuleNotFoundError) else None
+    if missing is not None:
+        print(f"[jobs] error: {missing}", file=err, flush=True)
+        return ExitCode.USAGE
+    print(f"[jobs] internal error ({type(exc).__name__}: {redact(exc)[:300]}); this is a bug: "
+          "rerun with GKE_GRPO_DEBUG=1 for the traceback", file=err, flush=True)
+    return ExitCode.FAILED

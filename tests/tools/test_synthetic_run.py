@@ -24,3 +24,19 @@ def test_nemo_rl_run(tmp_path):
     m = read_run_metrics(run.path)
     assert m.framework == "nemo-rl" and m.latest().step == 30
     assert read_timeline(run.path).ended
+
+
+def test_without_tensorboard_it_names_make_cli(tmp_path, monkeypatch, capsys):
+    import sys
+
+    import pytest
+
+    from tools.synthetic_run import main
+
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "run")])
+    assert exit_.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "needs the TensorBoard event-file reader" in line and "`make cli`" in line
+    assert not (tmp_path / "run").exists()
