@@ -15,7 +15,7 @@ from pathlib import Path
 from components.config import OFFLINE_SECRET_KEYS, ConfigError, StackConfig, load_stack_config
 from components.versions import load_versions
 from jobs.contract.spec import GrpoSpec
-from jobs.plan.stack_file import ConfigFileError, read_stack_file
+from jobs.plan.stack_file import ConfigFileError, read_stack_file, stack_file_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,8 +27,8 @@ class StackFileError(Exception):
 def load_stack_file(stack: str, config_file: str | Path | None = None) -> StackConfig:
     """The validated StackConfig of Pulumi.<stack>.yaml (or config_file), without Pulumi: the
     declared secret keys get the offline placeholder (jobs/plan/stack_file.py)."""
-    path = Path(config_file) if config_file else ROOT / f"Pulumi.{stack}.yaml"
     try:
+        path = stack_file_path(ROOT, stack, config_file)
         raw, secret_keys = read_stack_file(path, OFFLINE_SECRET_KEYS)
         return load_stack_config(raw, secret_keys, stack)
     except ConfigFileError as exc:

@@ -229,8 +229,13 @@ def read_config_file(path: Path) -> tuple[dict[str, str], set[str]]:
 def run_preview(stack: str, config_file: Path | None = None,
                 deployed_outputs: dict[str, Any] | None = None) -> PreviewResult:
     """Run ``__main__.py`` for STACK under mocks and return what was registered."""
-    path = config_file or ROOT / f"Pulumi.{stack}.yaml"
-    raw, secret_keys = read_config_file(Path(path))
+    from jobs.plan.stack_file import ConfigFileError, stack_file_path
+
+    try:
+        path = stack_file_path(ROOT, stack, config_file)
+    except ConfigFileError as err:
+        raise PreviewInputError(str(err)) from None
+    raw, secret_keys = read_config_file(path)
     return run_with_config(stack, raw, secret_keys, deployed_outputs)
 
 

@@ -197,9 +197,15 @@ def _module(module: str, args: Sequence[str], what: str) -> str:
     return _run_tool([sys.executable, "-m", module, *args], what, PREVIEW_TIMEOUT)
 
 
+def _config_file_args(config_file: str | Path | None) -> list[str]:
+    # The tools run in the repository root: a path given relative to the user's directory is
+    # passed on absolute, so it names the same file from anywhere.
+    return ["--config-file", os.path.abspath(config_file)] if config_file else []
+
+
 def offline_outputs(stack: str, config_file: str | Path | None = None) -> dict[str, Any]:
     """The outputs the offline preview computes from the stack file (secrets: "[secret]")."""
-    args = [stack, "--json", *(["--config-file", str(config_file)] if config_file else [])]
+    args = [stack, "--json", *_config_file_args(config_file)]
     what = f"the offline preview of {config_file or f'Pulumi.{stack}.yaml'}"
     try:
         text = _module("tools.preview", args, what)
@@ -217,7 +223,7 @@ def offline_outputs(stack: str, config_file: str | Path | None = None) -> dict[s
 
 def offline_spec(stack: str, config_file: str | Path | None = None) -> GrpoSpec:
     """The run spec of a stack file (the command tools/run_spec.py)."""
-    args = [stack, *(["--config-file", str(config_file)] if config_file else [])]
+    args = [stack, *_config_file_args(config_file)]
     what = f"reading {config_file or f'Pulumi.{stack}.yaml'}"
     try:
         text = _module("tools.run_spec", args, what)
@@ -288,7 +294,7 @@ def replacement_report(stack: str, config_file: str | Path | None,
         with os.fdopen(fd, "w") as handle:
             json.dump({k: outputs[k] for k in REPLACEMENT_OUTPUTS if k in outputs}, handle)
         args = [stack, "--deployed-outputs", path,
-                *(["--config-file", str(config_file)] if config_file else [])]
+                *_config_file_args(config_file)]
         what = f"comparing {config_file or f'Pulumi.{stack}.yaml'} with the deployed stack"
         text = _module("tools.replacement_report", args, what)
     finally:
