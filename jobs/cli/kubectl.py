@@ -1,7 +1,7 @@
 """One way to run a bounded ``kubectl`` command from the workstation CLI: the stack's exported
 kubeconfig (a temporary file) or the user's own, an optional context, a timeout, and one line
-that says what went wrong. `jobs status` (RayJobs), `jobs report --fetch` (kubectl cp) and
-`jobs serve` (apply, get, logs, delete) all run kubectl this way; each turns KubectlFailed into
+that says what went wrong. `gke-grpo status` (RayJobs), `gke-grpo report --fetch` (kubectl cp) and
+`gke-grpo serve` (apply, get, logs, delete) all run kubectl this way; each turns KubectlFailed into
 its own error with its own advice. The port-forward, a long-lived child (jobs/cli/port_forward.py),
 builds its command line with the same kubectl_argv.
 """

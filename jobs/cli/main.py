@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None, *, build_entrypoint: EntrypointBuild
         try:
             return _main(argv, build_entrypoint=build_entrypoint, out=out, err=err, retry=retry)
         except _Terminated as exc:
-            print(f"\n[jobs] {signal.Signals(exc.signum).name}: stopped; the port-forward is closed "
+            print(f"\n[gke-grpo] {signal.Signals(exc.signum).name}: stopped; the port-forward is closed "
                   "and the attempt keeps running on the cluster (`gke-grpo stop` stops it)",
                   file=err_stream, flush=True)
             return 128 + exc.signum
@@ -243,19 +243,19 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
                 return cmd_submit(runs, target, args, out, err, build_entrypoint or default_entrypoint)
             return COMMANDS[args.command](runs, target, args, out, err)
     except (RunError, UnusableFile) as exc:   # UnusableFile: a file the command needs (path and why)
-        print(f"[jobs] error: {redact(exc)}", file=err, flush=True)
+        print(f"[gke-grpo] error: {redact(exc)}", file=err, flush=True)
         return getattr(exc, "exit_code", ExitCode.USAGE)
     except RuntimeError as exc:
         # The Job Submission SDK's "Request failed with status code N: ..." (and its own checks).
         text = str(exc)
         if "status code 404" in text or "does not exist" in text:
-            print(f"[jobs] error: {redact(text)[:2000]}", file=err, flush=True)
+            print(f"[gke-grpo] error: {redact(text)[:2000]}", file=err, flush=True)
             return ExitCode.USAGE
-        print(f"[jobs] error: the Ray dashboard at {getattr(target, 'address', '?')} answered "
+        print(f"[gke-grpo] error: the Ray dashboard at {getattr(target, 'address', '?')} answered "
               f"with an error: {redact(text)[:2000]}", file=err, flush=True)
         return ExitCode.DASHBOARD_UNREACHABLE
     except KeyboardInterrupt:
-        print("\n[jobs] interrupted: stopped following; the attempt keeps running on the cluster "
+        print("\n[gke-grpo] interrupted: stopped following; the attempt keeps running on the cluster "
               "(`gke-grpo stop` stops it)", file=err, flush=True)
         return ExitCode.INTERRUPTED
     except Exception as exc:
@@ -269,8 +269,8 @@ def _unexpected(exc: Exception, command: str, err: TextIO) -> int:
     """A module of requirements-cli.txt missing mid-command (one line naming `make cli`), else a bug."""
     missing = missing_cli_module(exc, f"`{PROG} {command}`") if isinstance(exc, ModuleNotFoundError) else None
     if missing is not None:
-        print(f"[jobs] error: {missing}", file=err, flush=True)
+        print(f"[gke-grpo] error: {missing}", file=err, flush=True)
         return ExitCode.USAGE
-    print(f"[jobs] internal error ({type(exc).__name__}: {redact(exc)[:300]}); this is a bug: "
+    print(f"[gke-grpo] internal error ({type(exc).__name__}: {redact(exc)[:300]}); this is a bug: "
           "rerun with GKE_GRPO_DEBUG=1 for the traceback", file=err, flush=True)
     return ExitCode.FAILED

@@ -160,7 +160,7 @@ class _Forward:
     def _say(self, text: str) -> None:
         if self.err is not None:
             with contextlib.suppress(OSError, ValueError):
-                print(f"[jobs] {text}", file=self.err, flush=True)
+                print(f"[gke-grpo] {text}", file=self.err, flush=True)
 
     def _watch(self) -> None:
         # Runs for the life of the forward: kubectl processes it restarts die with this thread

@@ -1,4 +1,4 @@
-"""What KubeRay says about an attempt, beside what Ray says: `jobs status` and `jobs list` name the
+"""What KubeRay says about an attempt, beside what Ray says: `gke-grpo status` and `gke-grpo list` name the
 RayJob of an attempt and say when the two disagree.
 
     rayjobs = rayjobs_of_run(access, run_id)                # jobId -> RayJobView, via kubectl

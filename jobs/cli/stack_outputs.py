@@ -247,14 +247,14 @@ def stack_target(stack: str | None, config_file: str | Path | None, err: TextIO,
             if stack is None:
                 raise StackError(f"{exc}; give --stack STACK (the stack file is then read "
                                  "offline) or --address URL") from None
-            print(f"[jobs] {exc}: falling back to the stack file Pulumi.{stack}.yaml (offline "
+            print(f"[gke-grpo] {exc}: falling back to the stack file Pulumi.{stack}.yaml (offline "
                   "preview): what it says now, which may not be what is deployed", file=err, flush=True)
         else:
             name = stack or selected_stack(pulumi)
             return target_from_outputs(outputs, stack=name, source="deployed",
                                        origin=f"the deployed stack {name or '(selected)'}")
     else:
-        print(f"[jobs] --config-file: targeting {config_file} (offline preview), not the deployed "
+        print(f"[gke-grpo] --config-file: targeting {config_file} (offline preview), not the deployed "
               "stack", file=err, flush=True)
     assert stack is not None
     outputs = offline_outputs(stack, config_file)

@@ -24,7 +24,7 @@ the service; hang never listens."""
 import json, os, socket, sys, threading, time
 mode, log, die_after = {mode!r}, {log!r}, {die_after!r}
 if "get" in sys.argv[1:6] and "port-forward" not in sys.argv:
-    # `kubectl get rayjobs.ray.io ... -o json` (jobs status/list): kubectl's List, no RayJobs
+    # `kubectl get rayjobs.ray.io ... -o json` (gke-grpo status/list): kubectl's List, no RayJobs
     print(json.dumps({{"apiVersion": "v1", "items": [], "kind": "List", "metadata": {{"resourceVersion": ""}}}}))
     sys.exit(0)
 with open(log, "a") as f:

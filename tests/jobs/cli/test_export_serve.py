@@ -1,4 +1,4 @@
-"""`jobs export` and `jobs serve` from the CLI: the export's entrypoint (shell-safe, the deployed
+"""`gke-grpo export` and `gke-grpo serve` from the CLI: the export's entrypoint (shell-safe, the deployed
 plan's options), and serve against a fake kubectl that answers `get raycluster` with the
 program's own RayCluster (the dev golden preview), `apply`, `get pods` and `delete`, and logs
 its argv and stdin."""

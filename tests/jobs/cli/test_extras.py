@@ -33,7 +33,7 @@ def test_a_dashboard_command_without_ray_says_how_to_install_it(monkeypatch, com
     assert code == ExitCode.USAGE
     assert out == ""
     [line] = err.splitlines()
-    assert line.startswith(f"[jobs] error: `gke-grpo {command}` needs Ray's Job Submission client")
+    assert line.startswith(f"[gke-grpo] error: `gke-grpo {command}` needs Ray's Job Submission client")
     assert "`make cli`" in line and "internal error" not in line
 
 
