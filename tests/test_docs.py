@@ -93,7 +93,7 @@ def _sources_with_messages() -> list[Path]:
     files = [*pages(), *sorted((ROOT / "data").glob("*.yaml"))]
     for package in ("jobs", "components", "tools", "policy"):
         files += sorted(p for p in (ROOT / package).rglob("*.py") if "venv" not in p.parts)
-    return files + [ROOT / "__main__.py", ROOT / "Makefile"]
+    return [*files, ROOT / "__main__.py", ROOT / "Makefile"]
 
 
 def test_the_command_is_called_gke_grpo_everywhere():
