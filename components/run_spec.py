@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.config import OFFLINE_SECRET_KEYS, ConfigError, StackConfig, load_stack_config
+from components.config import NOT_SHOWN, OFFLINE_SECRET_KEYS, ConfigError, Problem, StackConfig, load_stack_config
 from components.versions import load_versions
 from jobs.contract.spec import GrpoSpec
+from jobs.plan.findings import Finding
 from jobs.plan.stack_file import ConfigFileError, read_stack_file, stack_file_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +36,25 @@ def load_stack_file(stack: str, config_file: str | Path | None = None) -> StackC
         raise StackFileError(str(exc)) from None
     except ConfigError as exc:
         raise StackFileError(f"{path}: {exc}") from None
+
+
+def preflight_findings(config: StackConfig, spec: GrpoSpec) -> list[Finding]:
+    """The job preflight `pulumi up` runs before any resource (when job.enabled): the frameworks'
+    rules, and the checkpoint cadence against the most interruptible capacity source (a
+    waterfall's run can land on any) and the Lustre tier."""
+    from jobs.plan.checkpoint_interval import checkpoint_interval_findings
+    from jobs.plan.preflight import check
+
+    models = {source.provisioning_model for source in config.capacity.sources}
+    source = next(m for m in ("spot", "flex-start", "reservation") if m in models)
+    tier = config.storage.lustre.throughput_tier if config.storage.lustre else None
+    return check(spec) + checkpoint_interval_findings(spec, source, lustre_tier_mbps_per_tib=tier)
+
+
+def preflight_errors(findings: list[Finding]) -> ConfigError | None:
+    """The findings' errors as the config's own error (every problem at once), or None."""
+    errors = [Problem(f.key, NOT_SHOWN, f.message) for f in findings if f.level == "error"]
+    return ConfigError(errors) if errors else None
 
 
 def spec_from_config(config: StackConfig) -> GrpoSpec:

@@ -141,6 +141,40 @@ def _manifests(args, stack, kubeconfig: str | None, ray_cluster: dict | None = N
     return serve_manifests(ray_cluster["spec"], request)
 
 
+def _plain_dumper():
+    import yaml
+
+    class PlainDumper(yaml.SafeDumper):
+        # Each object written out where it is used (labels, selectors): no &id001 / *id001 for a
+        # reader to follow.
+        def ignore_aliases(self, data) -> bool:
+            return True
+
+    return PlainDumper
+
+
+def _ray_cluster_for_dry_run(args, stack, kubeconfig: str | None, err: TextIO) -> dict:
+    """The RayCluster the manifest copies its pod templates from: the deployed one when the
+    cluster answers; offline, or when it does not, the one the program would create from the
+    stack file (the offline preview), said in one line."""
+    from jobs.cli.stack_outputs import StackError, offline_ray_cluster
+
+    if stack.source == "deployed":
+        try:
+            return json.loads(run_kubectl(args.kubectl, "get", "raycluster", stack.ray_cluster_name,
+                                          "-n", stack.namespace, "-o", "json", timeout=KUBECTL_TIMEOUT_S,
+                                          kubeconfig=kubeconfig, context=args.kube_context))
+        except (KubectlFailed, ValueError) as exc:
+            if stack.stack is None:
+                raise Unreachable(f"{exc}: give --stack STACK to render from its stack file instead") from None
+            print(f"[gke-grpo] the deployed RayCluster could not be read ({exc}); rendering from "
+                  f"the stack file Pulumi.{stack.stack}.yaml instead", file=err, flush=True)
+    try:
+        return offline_ray_cluster(stack.stack, args.config_file)
+    except StackError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _wait_ready(args, kubeconfig: str | None, namespace: str, name: str, err: TextIO) -> None:
     deadline = time.monotonic() + args.wait_seconds
     selector = f"gke-grpo/serve-run={name.removeprefix('grpo-serve-')}"
@@ -183,13 +217,17 @@ def cmd_serve(args, out: TextIO, err: TextIO) -> int:
     if args.run:
         _check_run_id(args.run)
     stack = load_stack(args.stack, args.config_file, err)
+    from jobs.cli.stack_outputs import kubeconfig_file
+
     if args.dry_run:
         import yaml
 
-        out.write(yaml.safe_dump_all(_manifests(args, stack, None, args.ray_cluster_json), sort_keys=False))
+        with kubeconfig_file(None if args.kube_context else stack.kubeconfig) as kubeconfig:
+            ray_cluster = args.ray_cluster_json or _ray_cluster_for_dry_run(args, stack, kubeconfig, err)
+            out.write(yaml.dump_all(_manifests(args, stack, None, ray_cluster), Dumper=_plain_dumper(),
+                                    sort_keys=False))
         out.flush()
         return ExitCode.OK
-    from jobs.cli.stack_outputs import kubeconfig_file
 
     exported = None if args.kube_context else stack.kubeconfig
     with kubeconfig_file(exported) as kubeconfig:

@@ -18,7 +18,7 @@ Target: the deployed stack (``pulumi stack output --json --show-secrets [-s STAC
 The CLI opens ``kubectl port-forward`` (with the exported kubeconfig, in a private temporary
 file) to the RayCluster's head service on 127.0.0.1 for the duration of the command (always
 closed afterwards). Without Pulumi, or with ``--config-file FILE``, the stack file is the offline
-fallback (the offline preview's outputs; it says so on stderr). ``--address URL`` uses a dashboard
+fallback (its outputs computed from the validated file; it says so on stderr). ``--address URL`` uses a dashboard
 you reach yourself (then ``--stack`` only names the run, or give ``--run-id``). docs/jobs-cli.md.
 Exit codes: jobs/contract/exit_codes.py (0 ok, 1 job failed or plot not written, 2 usage/config, 3 GPU
 wait timeout, 4 dashboard unreachable, 5 job stopped, 130 interrupted, 129/143 SIGHUP/SIGTERM);

@@ -98,7 +98,7 @@ def rayjobs_of_run(access: KubectlAccess, run_id: str, timeout: float = KUBECTL_
         out = run_kubectl(access.kubectl, "get", "rayjobs.ray.io", "-n", access.namespace,
                           "-l", f"{RUN_LABEL}={_short_hash(run_id)}", "-o", "json", timeout=timeout,
                           kubeconfig=access.kubeconfig, context=access.context,
-                          what="kubectl get rayjobs", tail=300)
+                          what="kubectl get rayjobs")
     except KubectlFailed as exc:
         raise RayJobQueryError(str(exc)) from None
     try:

@@ -77,7 +77,7 @@ def test_the_jobs_cli_refuses_with_exit_2(case, hostile):
     assert code == 2
     # The CLI says first that it targets the file offline (docs/jobs-cli.md), then refuses.
     note, _, refusal = err.getvalue().partition("\n")
-    assert note.startswith("[gke-grpo] --config-file: targeting ") and "offline preview" in note
+    assert note.startswith("[gke-grpo] --config-file: targeting ") and "(offline)" in note
     _assert_refusal(refusal, hostile[case.name], case.phrase)
 
 
