@@ -145,9 +145,6 @@ def cmd_report(args, out, err) -> int:
     stack_info = spec = None
     if args.out:
         check_output_dir("--out", args.out)
-    if args.stack or args.config_file:
-        stack_info = load_stack(args.stack, args.config_file, err)
-        spec = stack_info.spec
     run = args.run
     if run and Path(run).is_dir() and not args.run_dir:      # Path("") is the current folder
         args.run_dir = run
@@ -155,12 +152,18 @@ def cmd_report(args, out, err) -> int:
     else:
         checked_run_id(run, "RUN")
     run_id = run
-    inputs = report_inputs(args, run_id, stack_info, spec)
-    if inputs is None:
+    # A run directory that is not here is said before the stack is read (that takes seconds).
+    if not args.fetch and run_directory_of(args, run_id) is None:
         from jobs.contract.records import run_dir
         raise UsageError(f"no run directory for {run_id}: {run_dir(run_id)} is not here; give "
                          "--fetch --stack STACK (a copy from the head pod), or copy it yourself "
                          "(docs/metrics-and-report.md) and give --run-dir DIR")
+    if args.stack or args.config_file:
+        stack_info = load_stack(args.stack, args.config_file, err)
+        spec = stack_info.spec
+    inputs = report_inputs(args, run_id, stack_info, spec)
+    if inputs is None:    # pragma: no cover - checked above, and --fetch returns a directory or raises
+        raise UsageError(f"no run directory for {run_id}")
     skipped = inputs.data_warnings()
     if inputs.timeline.empty and inputs.metrics.empty:
         found = f": {'; '.join(skipped[:5])}" if skipped else ""
