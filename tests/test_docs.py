@@ -109,3 +109,13 @@ def test_the_command_is_called_gke_grpo_everywhere():
                                       ("the jobs CLI", False), ("gke-grpo status", False)])
 def test_the_old_name_is_recognised(text, old):
     assert bool(_OLD_NAME.search(text)) is old
+
+
+def test_no_page_says_destroy_removes_the_protected_data_store(dev_preview):
+    # The bucket (and Lustre) is protected in every stack (components/storage.py): a destroy
+    # stops before it.
+    assert any(r.protect for r in dev_preview.resources if r.type == "gcp:storage/bucket:Bucket")
+    for page in pages():
+        for line in page.read_text().splitlines():
+            if "destroy" in line and re.search(r"removes everything(?! but)", line):
+                pytest.fail(f"{page.name}: {line.strip()}")
