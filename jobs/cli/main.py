@@ -193,7 +193,13 @@ def _main(argv: Sequence[str] | None, *, build_entrypoint: EntrypointBuilder | N
         return _preflight(argv[1:])
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            # The subcommand's own usage, not the top-level one (argparse reports unknown
+            # arguments from the parser that was called).
+            subcommand = parser._subparsers._group_actions[0].choices.get(args.command) \
+                if parser._subparsers is not None and args.command else None
+            (subcommand or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:
         return int(exc.code or 0)
     if not args.command:
