@@ -56,7 +56,7 @@ def test_preflight_takes_s(capsys):
 
 @pytest.mark.parametrize("command", ["status", "submit", "report", "serve", "preflight"])
 def test_a_bad_option_of_a_subcommand_prints_that_subcommand_s_usage(command, capsys):
-    assert cli.main([command, *(["r-1234abcd"] if command == "report" else []), "--bogus"]) == 2
+    assert cli.main([command, *({"report": ["r-1234abcd"], "preflight": ["-s", "dev"]}.get(command, [])), "--bogus"]) == 2
     err = capsys.readouterr().err
     assert f"usage: gke-grpo {command}" in err and f"gke-grpo {command}: error:" in err
     assert "--bogus" in err and "COMMAND ..." not in err
