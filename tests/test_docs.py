@@ -119,3 +119,16 @@ def test_no_page_says_destroy_removes_the_protected_data_store(dev_preview):
         for line in page.read_text().splitlines():
             if "destroy" in line and re.search(r"removes everything(?! but)", line):
                 pytest.fail(f"{page.name}: {line.strip()}")
+
+
+# The data files state facts a user can check: what was measured or read, on which machine or
+# from which source, and when; not how the program was developed.
+_DEVELOPMENT_WORDS = re.compile(r"this session|this workplace|device tool|\blent\b|lent-GPU|withheld|"
+                                r"before the split|as we know them", re.IGNORECASE)
+
+
+def test_data_files_describe_their_figures_as_facts():
+    found = [f"{path.name}:{n}: {line.strip()[:120]}"
+             for path in sorted((ROOT / "data").iterdir()) if path.suffix in (".yaml", ".json", ".txt")
+             for n, line in enumerate(path.read_text().splitlines(), 1) if _DEVELOPMENT_WORDS.search(line)]
+    assert not found, "\n".join(found)
