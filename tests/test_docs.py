@@ -127,8 +127,9 @@ _DEVELOPMENT_WORDS = re.compile(r"this session|this workplace|device tool|\blent
                                 r"before the split|as we know them", re.IGNORECASE)
 
 
-def test_data_files_describe_their_figures_as_facts():
+def test_data_files_and_pages_describe_their_figures_as_facts():
+    files = [p for p in sorted((ROOT / "data").iterdir()) if p.suffix in (".yaml", ".json", ".txt")]
     found = [f"{path.name}:{n}: {line.strip()[:120]}"
-             for path in sorted((ROOT / "data").iterdir()) if path.suffix in (".yaml", ".json", ".txt")
+             for path in files + pages()
              for n, line in enumerate(path.read_text().splitlines(), 1) if _DEVELOPMENT_WORDS.search(line)]
     assert not found, "\n".join(found)
