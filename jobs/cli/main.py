@@ -32,6 +32,7 @@ import contextlib
 import os
 import signal
 import sys
+import weakref
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -49,6 +50,11 @@ from jobs.contract.safe_files import UnusableFile
 
 # The console script's name (pyproject.toml [project.scripts]); `python -m jobs` is its alias.
 PROG = "gke-grpo"
+
+
+# Each parser's subcommand parsers: a bad option is reported with its subcommand's usage.
+_SUBPARSERS: weakref.WeakKeyDictionary[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]] = \
+    weakref.WeakKeyDictionary()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_serve_parsers(sub, target, follow)
     sub.add_parser("preflight", help="check the job config against the frameworks' rules",
                    add_help=False)
+    _SUBPARSERS[parser] = dict(sub.choices)
     for choice in sub._choices_actions:   # argparse keeps the one-line helps here
         command = sub.choices[choice.dest]
         text = choice.help or ""
@@ -197,8 +204,7 @@ def _main(argv: Sequence[str] | None, *, build_entrypoint: EntrypointBuilder | N
         if unknown:
             # The subcommand's own usage, not the top-level one (argparse reports unknown
             # arguments from the parser that was called).
-            subcommand = parser._subparsers._group_actions[0].choices.get(args.command) \
-                if parser._subparsers is not None and args.command else None
+            subcommand = _SUBPARSERS.get(parser, {}).get(args.command or "")
             (subcommand or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:
         return int(exc.code or 0)
