@@ -19,7 +19,7 @@ import tempfile
 from tools.bench_preview import timed
 
 
-def _median(label: str, argv: list[str], runs: int, env: dict[str, str] | None = None,
+def _timed_median(label: str, argv: list[str], runs: int, env: dict[str, str] | None = None,
             check: bool = True) -> float:
     timed(argv, env=env, check=check)           # warm the page cache and the .pyc files
     times = [timed(argv, env=env, check=check) for _ in range(runs)]
@@ -36,20 +36,20 @@ def main() -> int:
     args = parser.parse_args()
 
     print(f"python {sys.version.split()[0]}, {args.runs} runs each, stack {args.stack}, {os.cpu_count()} CPUs")
-    floor = _median("floor  (read + validate the stack file)   ",
+    floor = _timed_median("floor  (read + validate the stack file)   ",
                     [sys.executable, "-c", "from components.run_spec import load_stack_file; "
                      f"load_stack_file({args.stack!r})"], args.runs)
-    target = _median("target (python -m tools.stack_target)     ",
+    target = _timed_median("target (python -m tools.stack_target)     ",
                      [sys.executable, "-m", "tools.stack_target", args.stack], args.runs)
     # A whole command that needs only the stack's identity, without Pulumi on PATH: the report of
     # a run directory that holds nothing usable (its exit 2 comes after the stack is targeted).
     with tempfile.TemporaryDirectory() as empty:
         no_pulumi = {**os.environ, "PATH": os.path.dirname(sys.executable)}
-        _median("command (gke-grpo report DIR -s STACK)    ",
+        _timed_median("command (gke-grpo report DIR -s STACK)    ",
                 [sys.executable, "-m", "jobs", "report", empty, "--stack", args.stack], args.runs, no_pulumi,
                 check=False)
     if args.with_preview:
-        _median("preview (python -m tools.preview --json)  ",
+        _timed_median("preview (python -m tools.preview --json)  ",
                 [sys.executable, "-m", "tools.preview", args.stack, "--json"], max(1, args.runs // 3))
     print(f"ratio target/floor: {target / floor:.2f}; target 2 x floor = {2 * floor:.3f} s: "
           f"{'met' if target <= 2 * floor else 'MISSED'}")

@@ -34,7 +34,7 @@ class Problem:
         if self.given is _ABSENT:
             given = "(not set)"
         elif self.given is HIDDEN or looks_like_secret_name(re.split(r"[.:]", self.key)[-1].split("[")[0]) \
-                or looks_like_secret_value(_shown(self.given)):
+                or looks_like_secret_value(_as_json_text(self.given)):
             given = "(value hidden)"    # a credential, not even its redacted remainder
         else:
             try:
@@ -44,7 +44,7 @@ class Problem:
         return f"{key}: given {given}; {redact(self.allowed)}"
 
 
-def _shown(value: Any) -> str:
+def _as_json_text(value: Any) -> str:
     try:
         return json.dumps(value, default=str)
     except (ValueError, RecursionError):
