@@ -34,6 +34,13 @@ with open(log) as f:
 if mode == "fail":
     print('error: services "nope-head-svc" not found', file=sys.stderr)
     sys.exit(1)
+if mode == "no-cluster":   # kubectl 1.3x without a reachable API server: client-go's klog lines first
+    for _ in range(5):
+        print('E1206 04:12:33.123456    4242 memcache.go:265] "Unhandled Error" err="could not get current '
+              'server API group list: dial tcp [::1]:8080: connect: connection refused"', file=sys.stderr)
+    print("The connection to the server localhost:8080 was refused - did you specify the right host "
+          "or port?", file=sys.stderr)
+    sys.exit(1)
 if mode == "hang":
     time.sleep(600)
 local, remote = (int(p) for p in next(a for a in sys.argv if a.count(":") == 1 and a[0].isdigit()).split(":"))
