@@ -2,7 +2,9 @@
 
     python -m tools.preview STACK [--config-file FILE] [--json] [--deployed-outputs FILE]
 
-Prints a tree like ``pulumi preview``, or with --json the one JSON document of DESIGN.md:
+Prints, top down, the tree of what will be created (as ``pulumi preview`` draws it), the outputs
+(long ones summarised), the capacity plan and cost, the warnings (one line each) and the commands
+to run next; or with --json the one JSON document of DESIGN.md (the warnings then on stderr):
 resources sorted by URN with their parent, dependencies (from the real registration requests,
 recorded by ``RecordingMonitor``), protect flag and inputs as the provider would receive them.
 Secrets, wherever they sit, print as "[secret]". An invalid config prints its problems on
