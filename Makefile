@@ -61,10 +61,10 @@ setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)  ## everyth
 
 cli: $(CLI_STAMP)  ## on top of `make preview`: what the jobs CLI needs to reach a cluster, plot and report
 
-preview: $(PROGRAM_STAMP)  ## the dev stack's offline preview, as a tree
+preview: $(PROGRAM_STAMP)  ## the dev stack's offline preview: what it creates, outputs, warnings, next commands
 	$(BIN)/python -m tools.preview dev
 
-preview-prod: $(PROGRAM_STAMP)  ## the prod stack's offline preview, as a tree
+preview-prod: $(PROGRAM_STAMP)  ## the same for prod
 	$(BIN)/python -m tools.preview prod
 
 test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)  ## the whole suite; CI runs exactly this
