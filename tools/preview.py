@@ -283,9 +283,9 @@ def _run_in_fresh_context(stack: str, raw: dict[str, str], secret_keys: set[str]
     mocks = GrpoMocks(project=str(raw.get("gcp:project", "")), region=str(raw.get("gcp:region", "")),
                       deployed_outputs=deployed_outputs)
     monitor = _make_monitor_class()(mocks)
-    # A logger of this run's own: previews may run side by side in one process (the tests).
+    # A logger of this run's own, so its warnings are this run's even when previews run side by
+    # side in one process (the tests); records still reach "gke-grpo.preview"'s handlers.
     logger = logging.getLogger(f"gke-grpo.preview.{id(monitor)}")
-    logger.propagate = False
     collected = _WarningCollector()
     logger.addHandler(collected)
     settings = runtime_mocks.MockSettings(
