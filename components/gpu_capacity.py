@@ -25,6 +25,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.capacity_output import capacity_output
 from components.cluster import AUTOSCALED_POOL_IGNORE_CHANGES, CLOUD_PLATFORM_SCOPE, ROLE_LABEL
 from components.compute_class import CLASS_LABEL, ComputeClass, ComputeClassArgs
 
@@ -133,35 +134,6 @@ def gpu_pod_placement(args: GpuCapacityArgs,
         tolerations.append({"key": "cloud.google.com/gke-spot", "operator": "Equal",
                             "value": "true", "effect": "NoSchedule"})
     return selector, tolerations
-
-
-def capacity_output(args: GpuCapacityArgs, compute_class: str | None, *, standard: bool) -> dict:
-    """The stack output ``gpuCapacity``: the sources in order with their hourly rate per node
-    (data/prices.yaml), the Ray worker group's bounds and idle timeout. The jobs CLI reads it
-    (jobs/cli/gpu_status.py) to price each node by its own source."""
-    from components.ray_pods import GPU_GROUP, IDLE_TIMEOUT_SECONDS
-    from jobs.plan.prices import hourly_rate, load_price_table
-
-    table = load_price_table()
-    machine = table.machines.get(args.machine_type)
-    sources = []
-    for source in args.capacity.sources:
-        rate = hourly_rate(machine, source.provisioning_model) if machine is not None else None
-        sources.append({
-            "source": source.label, "kind": source.kind,
-            "reservation": source.reservation.name if source.reservation else None,
-            "nodePool": source.pool_name if standard else None,
-            "minNodes": source.min_nodes if standard else None,
-            "maxNodes": source.max_nodes if standard else None,
-            "hourlyPerNode": None if rate is None or rate.per_node_hour is None else round(rate.per_node_hour, 2),
-            "rateBasis": rate.basis if rate is not None else "unknown: no price for the machine",
-            "billed": "while reserved, used or not" if source.kind == "reservation" else "while a node runs",
-        })
-    return {"machineType": args.machine_type, "currency": table.currency, "pricesAsOf": table.as_of,
-            "sources": sources, "computeClass": compute_class,
-            "workerGroup": GPU_GROUP, "minReplicas": 0, "maxReplicas": args.gpu.nodes,
-            "autoscaler": "Ray autoscaler v2 (KubeRay in-tree)",
-            "idleTimeoutSeconds": IDLE_TIMEOUT_SECONDS}
 
 
 def describe_capacity(output: dict) -> list[str]:

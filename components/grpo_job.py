@@ -29,6 +29,7 @@ import yaml
 from components.config import NOT_SHOWN, ConfigError, Problem
 from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS
 from jobs.contract.spec import GrpoSpec
+from jobs.plan.findings import Finding
 
 if TYPE_CHECKING:   # annotations only: the config models import components' siblings
     from components.config import JobConfig, StackConfig
@@ -57,21 +58,15 @@ RAY_IMAGE_UID = 1000
 SUBMITTER_BACKOFF_LIMIT = 10
 
 
-def require_preflight(spec: GrpoSpec, capacity_source: str | None = None,
-                      lustre_tier_mbps_per_tib: int | None = None) -> None:
-    """Run the job preflight before any resource exists: errors stop the program with the
-    config's own error (every problem at once, no traceback); warnings are logged, among them
-    the checkpoint cadence against the Young-Daly period of the stack's capacity source
-    (gke-grpo:gpu.provisioningModel; the checkpoint's write time at the Lustre tier when the
-    storage is Managed Lustre; jobs/plan/checkpoint_interval.py)."""
-    from jobs.plan.checkpoint_interval import checkpoint_interval_findings
-    from jobs.plan.preflight import check
+def require_preflight(findings: list[Finding]) -> None:
+    """The job preflight's findings (components/run_spec.py preflight_findings) before any
+    resource exists: errors stop the program with the config's own error (every problem at once,
+    no traceback); warnings are logged."""
+    from components.run_spec import preflight_errors
 
-    findings = check(spec) + checkpoint_interval_findings(
-        spec, capacity_source, lustre_tier_mbps_per_tib=lustre_tier_mbps_per_tib)
-    errors = [Problem(f.key, NOT_SHOWN, f.message) for f in findings if f.level == "error"]
-    if errors:
-        raise ConfigError(errors)
+    error = preflight_errors(findings)
+    if error is not None:
+        raise error
     for finding in findings:
         pulumi.log.warn(f"preflight: {finding.key}: {finding.message}")
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.config import OFFLINE_SECRET_KEYS, ConfigError, StackConfig, load_stack_config
+from components.config import NOT_SHOWN, OFFLINE_SECRET_KEYS, ConfigError, Problem, StackConfig, load_stack_config
 from components.versions import load_versions
 from jobs.contract.spec import GrpoSpec
-from jobs.plan.stack_file import ConfigFileError, read_stack_file
+from jobs.plan.findings import Finding
+from jobs.plan.stack_file import ConfigFileError, read_stack_file, stack_file_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,14 +28,33 @@ class StackFileError(Exception):
 def load_stack_file(stack: str, config_file: str | Path | None = None) -> StackConfig:
     """The validated StackConfig of Pulumi.<stack>.yaml (or config_file), without Pulumi: the
     declared secret keys get the offline placeholder (jobs/plan/stack_file.py)."""
-    path = Path(config_file) if config_file else ROOT / f"Pulumi.{stack}.yaml"
     try:
+        path = stack_file_path(ROOT, stack, config_file)
         raw, secret_keys = read_stack_file(path, OFFLINE_SECRET_KEYS)
         return load_stack_config(raw, secret_keys, stack)
     except ConfigFileError as exc:
         raise StackFileError(str(exc)) from None
     except ConfigError as exc:
         raise StackFileError(f"{path}: {exc}") from None
+
+
+def preflight_findings(config: StackConfig, spec: GrpoSpec) -> list[Finding]:
+    """The job preflight `pulumi up` runs before any resource (when job.enabled): the frameworks'
+    rules, and the checkpoint cadence against the most interruptible capacity source (a
+    waterfall's run can land on any) and the Lustre tier."""
+    from jobs.plan.checkpoint_interval import checkpoint_interval_findings
+    from jobs.plan.preflight import check
+
+    models = {source.provisioning_model for source in config.capacity.sources}
+    source = next(m for m in ("spot", "flex-start", "reservation") if m in models)
+    tier = config.storage.lustre.throughput_tier if config.storage.lustre else None
+    return check(spec) + checkpoint_interval_findings(spec, source, lustre_tier_mbps_per_tib=tier)
+
+
+def preflight_errors(findings: list[Finding]) -> ConfigError | None:
+    """The findings' errors as the config's own error (every problem at once), or None."""
+    errors = [Problem(f.key, NOT_SHOWN, f.message) for f in findings if f.level == "error"]
+    return ConfigError(errors) if errors else None
 
 
 def spec_from_config(config: StackConfig) -> GrpoSpec:

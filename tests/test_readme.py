@@ -130,3 +130,22 @@ def test_readme_commands_exist_in_the_makefile():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^make test$", ci, flags=re.MULTILINE)
+
+
+def test_make_help_lists_every_target_with_its_purpose():
+    import shutil
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    makefile = (ROOT / "Makefile").read_text()
+    [phony] = re.findall(r"^\.PHONY: (.+)$", makefile, flags=re.MULTILINE)
+    done = subprocess.run(["make", "-s", "--no-print-directory", "help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    listed = {line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("  make ")}
+    assert set(listed) == set(phony.split())
+    assert all(len(line.split(None, 2)) == 3 for line in listed.values())   # each says what it does
+    assert "make cli" in (ROOT / "README.md").read_text() and "make demo" in (ROOT / "README.md").read_text()

@@ -36,7 +36,7 @@ def test_floating_tags_are_recognised(reference, problem):
 
 
 def test_ray_client_pin_is_the_table_s():
-    requirements = (ROOT / "requirements-dev.txt").read_text()
+    requirements = (ROOT / "requirements-cli.txt").read_text()
     [pin] = re.findall(r"^ray\[default\]==(\S+)$", requirements, flags=re.MULTILINE)
     assert pin == load_versions().ray_client
 

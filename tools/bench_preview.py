@@ -36,9 +36,9 @@ def sdk_modules(stack: str) -> list[str]:
     return [line for line in out.splitlines() if line]
 
 
-def timed(args: list[str]) -> float:
+def timed(args: list[str], env: dict[str, str] | None = None, check: bool = True) -> float:
     start = time.perf_counter()
-    subprocess.run(args, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(args, cwd=ROOT, check=check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     return time.perf_counter() - start
 
 

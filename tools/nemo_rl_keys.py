@@ -77,7 +77,7 @@ def load_config(path: Path | None = None) -> Any:
     try:
         from omegaconf import DictConfig, ListConfig, OmegaConf
     except ImportError as err:
-        raise KeysError("omegaconf is not installed (requirements-dev.txt: hydra-core)") from err
+        raise KeysError("omegaconf is not installed: run `make setup` (requirements-dev.txt: hydra-core)") from err
 
     def load(config_path: Path, base_dir: Path) -> DictConfig:
         config = OmegaConf.load(config_path)

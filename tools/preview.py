@@ -2,7 +2,9 @@
 
     python -m tools.preview STACK [--config-file FILE] [--json] [--deployed-outputs FILE]
 
-Prints a tree like ``pulumi preview``, or with --json the one JSON document of DESIGN.md:
+Prints, top down, the tree of what will be created (as ``pulumi preview`` draws it), the outputs
+(long ones summarised), the capacity plan and cost, the warnings (one line each) and the commands
+to run next; or with --json the one JSON document of DESIGN.md (the warnings then on stderr):
 resources sorted by URN with their parent, dependencies (from the real registration requests,
 recorded by ``RecordingMonitor``), protect flag and inputs as the provider would receive them.
 Secrets, wherever they sit, print as "[secret]". An invalid config prints its problems on
@@ -75,6 +77,8 @@ class PreviewResult:
     error: str | None         # the message printed for an invalid config or a failed run
     unknown_inputs: list[str]    # "<urn> <path>" of every input left unknown
     register_calls: int          # RegisterResource calls other than the stack's own
+    # The program's warnings (pulumi.log.warn), in order; not part of the JSON document.
+    warnings: list[str] = field(default_factory=list)
 
     def by_type(self, type_: str) -> list[Registration]:
         return [r for r in self.resources if r.type == type_]
@@ -229,8 +233,13 @@ def read_config_file(path: Path) -> tuple[dict[str, str], set[str]]:
 def run_preview(stack: str, config_file: Path | None = None,
                 deployed_outputs: dict[str, Any] | None = None) -> PreviewResult:
     """Run ``__main__.py`` for STACK under mocks and return what was registered."""
-    path = config_file or ROOT / f"Pulumi.{stack}.yaml"
-    raw, secret_keys = read_config_file(Path(path))
+    from jobs.plan.stack_file import ConfigFileError, stack_file_path
+
+    try:
+        path = stack_file_path(ROOT, stack, config_file)
+    except ConfigFileError as err:
+        raise PreviewInputError(str(err)) from None
+    raw, secret_keys = read_config_file(path)
     return run_with_config(stack, raw, secret_keys, deployed_outputs)
 
 
@@ -274,7 +283,11 @@ def _run_in_fresh_context(stack: str, raw: dict[str, str], secret_keys: set[str]
     mocks = GrpoMocks(project=str(raw.get("gcp:project", "")), region=str(raw.get("gcp:region", "")),
                       deployed_outputs=deployed_outputs)
     monitor = _make_monitor_class()(mocks)
-    logger = logging.getLogger("gke-grpo.preview")
+    # A logger of this run's own, so its warnings are this run's even when previews run side by
+    # side in one process (the tests); records still reach "gke-grpo.preview"'s handlers.
+    logger = logging.getLogger(f"gke-grpo.preview.{id(monitor)}")
+    collected = _WarningCollector()
+    logger.addHandler(collected)
     settings = runtime_mocks.MockSettings(
         monitor=monitor,
         monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
@@ -300,12 +313,14 @@ def _run_in_fresh_context(stack: str, raw: dict[str, str], secret_keys: set[str]
         problems, error = err.problems, str(err)
     except pulumi.RunError as err:
         error = str(err)
+    finally:
+        logger.removeHandler(collected)
     return PreviewResult(
         stack=stack,
         resources=sorted(monitor.registrations, key=lambda r: r.urn),
         outputs=monitor.stack_outputs, problems=problems, error=error,
         unknown_inputs=sorted(monitor.unknown_inputs),
-        register_calls=len(monitor.registrations),
+        register_calls=len(monitor.registrations), warnings=collected.messages,
     )
 
 
@@ -321,6 +336,7 @@ def _display_type(token: str) -> str:
 
 
 def render_tree(result: PreviewResult) -> str:
+    """What will be created, as `pulumi preview` draws it, and the count."""
     stack_urn = f"urn:pulumi:{result.stack}::{PROJECT}::pulumi:pulumi:Stack::{PROJECT}-{result.stack}"
     children: dict[str | None, list[Registration]] = {}
     for r in result.resources:
@@ -341,17 +357,63 @@ def render_tree(result: PreviewResult) -> str:
     lines = [f"Previewing update ({result.stack}) offline, under Pulumi mocks:", "",
              f"     {'Type'.ljust(width)}{'Name'.ljust(name_width)}Plan"]
     lines += [f" +   {(p + t).ljust(width)}{n.ljust(name_width)}create" for p, t, n in rows]
-    lines += ["", "Outputs:"]
-    for key, value in sorted(result.outputs.items()):
-        lines.append(f"    {key}: {json.dumps(value, sort_keys=True)}")
+    lines += ["", "Resources:", f"    + {len(result.resources) + 1} to create"]
+    return "\n".join(lines) + "\n"
+
+
+# An output longer than this (as JSON) is summarised in the text view; --json prints it whole.
+OUTPUT_MAX = 100
+
+
+def output_summary(value: Any) -> str:
+    """One short line for an output: the value itself when short, else what it is and how long."""
+    text = json.dumps(value, sort_keys=True)
+    if len(text) <= OUTPUT_MAX:
+        return text
+    size = f"{len(text):,} characters"
+    if isinstance(value, dict):
+        keys = ", ".join(sorted(value))
+        keys = keys if len(keys) <= 60 else keys[:57].rsplit(",", 1)[0] + ", ..."
+        return f"{{{len(value)} keys: {keys}}} ({size})"
+    if isinstance(value, list):
+        return f"[{len(value)} items] ({size})"
+    return f"{text[:60]}... ({size})"
+
+
+def render_outputs(result: PreviewResult) -> str:
+    lines = [f"Outputs (longer than {OUTPUT_MAX} characters: summarised; --json prints every one in full):"]
+    lines += [f"    {key}: {output_summary(value)}" for key, value in sorted(result.outputs.items())]
     if isinstance(result.outputs.get("gpuCapacity"), dict):
         from components.gpu_capacity import describe_capacity
         lines += ["", "Capacity plan:"] + [f"    {line}" for line in describe_capacity(result.outputs["gpuCapacity"])]
     if isinstance(result.outputs.get("costEstimate"), dict):
         from components.cost import describe
         lines += ["", "Cost estimate:"] + [f"    {line}" for line in describe(result.outputs["costEstimate"])]
-    lines += ["", "Resources:", f"    + {len(result.resources) + 1} to create"]
     return "\n".join(lines) + "\n"
+
+
+def render_next(stack: str, config_file: Path | None = None) -> str:
+    """What to run next, each with why."""
+    file = f" --config-file {config_file}" if config_file else ""
+    commands = [
+        (f"gke-grpo preflight --stack {stack}{file}", "the job config against verl / NeMo RL rules"),
+        (f"python -m tools.preview {stack}{file} --json", "every resource's inputs and every output in full"),
+        (f"pulumi preview --diff --stack {stack} --policy-pack policy",
+         "the real preview against your project (docs/deploy.md)"),
+    ]
+    width = max(len(command) for command, _ in commands) + 2
+    return "Next:\n" + "".join(f"    {command.ljust(width)}# {why}\n" for command, why in commands)
+
+
+def render_text(result: PreviewResult, *, details: bool = False, config_file: Path | None = None) -> str:
+    """The text view, in the order a person reads it: what will be created, the outputs (long
+    ones summarised), the warnings (one line each), what to run next."""
+    parts = [render_tree(result), render_outputs(result)]
+    warnings = render_warnings(result.warnings, details=details)
+    if warnings:
+        parts.append(warnings.rstrip("\n") + "\n")
+    parts.append(render_next(result.stack, config_file))
+    return "\n".join(parts)
 
 
 class _WarningCollector(logging.Handler):
@@ -402,8 +464,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--details", action="store_true",
                         help="print each warning in full (default: its first sentence, one line each)")
     args = parser.parse_args(argv)
-    warnings = _WarningCollector()
-    logging.basicConfig(level=logging.WARNING, handlers=[warnings])
     try:
         deployed = read_deployed_outputs(args.deployed_outputs) if args.deployed_outputs else None
         result = run_preview(args.stack, args.config_file, deployed)
@@ -427,8 +487,12 @@ def main(argv: list[str] | None = None) -> int:
         print("error: inputs left unknown (the mocks must compute them):\n  "
               + "\n  ".join(result.unknown_inputs), file=sys.stderr)
         return EXIT_ERROR
-    sys.stderr.write(render_warnings(warnings.messages, details=args.details))
-    sys.stdout.write(render_json(result) if args.json else render_tree(result))
+    if args.json:
+        # The document alone on stdout; the warnings beside it, one line each.
+        sys.stderr.write(render_warnings(result.warnings, details=args.details))
+        sys.stdout.write(render_json(result))
+    else:
+        sys.stdout.write(render_text(result, details=args.details, config_file=args.config_file))
     return EXIT_OK
 
 

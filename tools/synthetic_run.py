@@ -22,8 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.cli.extras import not_installed
 from jobs.cli.metrics import FRAMEWORK_TAGS, NEMO_RL_VAL_TAG
-from jobs.contract.capacity import FLEX_START, SPOT
+from jobs.contract.capacity import FLEX_START, RESERVATION_PREFIX, SPOT
 from jobs.contract.records import EVENTS_FILE, RESTARTS_FILE, tensorboard_dir
 
 VERL_VAL_TAG = "val-core/openai/gsm8k/reward/mean@1"
@@ -69,9 +70,28 @@ def _tag(framework: str, name: str) -> str:
 def _placement(source: str, first_node: int, nodes: int = 2, gpus: int = 8) -> dict:
     """A trainer_start's gpu_nodes and capacity_sources, as jobs/head/gpu_wait.py report_placement
     records them."""
-    chosen = [{"node_id": f"{i:056x}", "address": f"10.8.0.{10 + i}", "node_name": f"gke-gpu-{source.lower()}-{i}",
+    kind = source.split(":", 1)[0].lower()
+    chosen = [{"node_id": f"{i:056x}", "address": f"10.8.0.{10 + i}", "node_name": f"gke-gpu-{kind}-{i}",
                "source": source, "gpus": gpus} for i in range(first_node, first_node + nodes)]
     return {"gpu_nodes": chosen, "capacity_sources": {source: nodes}}
+
+
+def _write_eval(path: Path, run_id: str, last_step: int) -> None:
+    """GSM8K test results of the base model and of the last step (made-up counts), as
+    jobs/head/evaluate.py writes them: what the report's headline and section show."""
+    from jobs.contract.datasets import GSM8K_TEST_ROWS
+    from jobs.contract.exports import BASE_LABEL, eval_result_path, step_label
+    from jobs.contract.gsm8k_scoring import wilson_interval
+
+    for label, step, correct in ((BASE_LABEL, None, 1133), (step_label(last_step), last_step, 1187)):
+        low, high = wilson_interval(correct, GSM8K_TEST_ROWS)
+        doc = {"label": label, "step": step, "run_id": run_id, "correct": correct, "total": GSM8K_TEST_ROWS,
+               "accuracy": correct / GSM8K_TEST_ROWS, "ci95": [low, high], "truncated": 3, "seconds": 412.0,
+               "rule": "synthetic (made-up counts)", "rule_source": "tools/synthetic_run.py",
+               "dataset": {"split": "test", "revision": None}, "sampling": {"temperature": 0}}
+        target = eval_result_path(path, label)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(doc, indent=2))
 
 
 def _health_values(framework: str, step: int, rng: random.Random) -> dict[str, float]:
@@ -102,10 +122,13 @@ def _recovery_events(steps: list, loss_at: float, decided: float, restarted: flo
 def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float = 1_780_000_000.0,
                         total_steps: int = 60, crash_after: int = 27, checkpoint_every: int = 10,
                         validate_every: int = 10, seed: int = 7, finished: bool = True,
-                        run_id: str | None = None) -> SyntheticRun:
+                        run_id: str | None = None, sources: tuple[str, ...] = (SPOT, FLEX_START)) -> SyntheticRun:
     """Attempt 1: prepare, GPU wait, health gate, trainer start 0 that loses a worker after step
     ``crash_after`` (checkpoint at the last multiple of ``checkpoint_every``), a second GPU
-    wait, trainer start 1 that resumes and finishes (or is still running: ``finished=False``)."""
+    wait, trainer start 1 that resumes and finishes (or is still running: ``finished=False``).
+    Start 0 runs on the first of ``sources`` (records' names: spot, flexStart,
+    reservation:<name>), start 1 on the next one of a waterfall, else on the same; a finished run
+    has the base model's and the last step's GSM8K test results."""
     rng, health_rng = random.Random(seed), random.Random(seed + 1)   # health: its own stream, so the
     path = Path(root)                                                # other curves stay as they were
     path.mkdir(parents=True, exist_ok=True)
@@ -148,7 +171,7 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
         event(t + offset, name, 0)
     event(t + 1552, "health_end", 0, passed=True)
     begin = t + 1555
-    event(begin, "trainer_start", 0, resumed_from_step=None, **_placement(SPOT, 0))
+    event(begin, "trainer_start", 0, resumed_from_step=None, **_placement(sources[0], 0))
     t = begin + 240.0                                   # model load, vLLM start, step-0 validation
     tb0 = tensorboard_dir(path, 1, 0)
     points = [(val_tag, 0, reward(0) + 0.03, t)]
@@ -165,7 +188,8 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
     event(t + 1, "gpu_wait_start", 1)
     event(t + 661, "gpu_wait_end", 1)
     begin = t + 663
-    event(begin, "trainer_start", 1, resumed_from_step=checkpoint, **_placement(FLEX_START, 2))
+    event(begin, "trainer_start", 1, resumed_from_step=checkpoint,
+          **_placement(sources[min(1, len(sources) - 1)], 2))
     t = begin + 300.0                                   # model load + resume + validation
     points = [(val_tag, checkpoint, reward(checkpoint) + 0.03, t)]   # verl validates on resume
     last = total_steps if finished else checkpoint + (total_steps - checkpoint) // 2
@@ -174,11 +198,11 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
         events.extend(_recovery_events(steps, loss_at, decided, begin, crash_after, checkpoint))
     write_scalar_events(tensorboard_dir(path, 1, 1), points + steps)
     if finished:
-        t += 20
-        event(t, "trainer_exit", 1, exit_code=0, reason="succeeded", last_checkpoint_step=total_steps,
+        event(t + 20, "trainer_exit", 1, exit_code=0, reason="succeeded", last_checkpoint_step=total_steps,
               last_step=total_steps)
-        event(t + 2, "driver_end", 1, exit_code=0)
-        t += 2
+        event(t + 22, "driver_end", 1, exit_code=0)
+        t += 22
+        _write_eval(path, run_id or path.name, total_steps)
     append_jsonl(path / EVENTS_FILE, events)
     append_jsonl(path / RESTARTS_FILE, restarts)
     return SyntheticRun(path, framework, total_steps, 2, 8, t0, t)
@@ -205,6 +229,13 @@ def write_demo_report(run: SyntheticRun, out: str | Path, stack: str | None) -> 
     return build_report(inputs).write(out)
 
 
+def _record_name(source) -> str:
+    """A config capacity source as the run's records name it (jobs/contract/capacity.py)."""
+    if source.reservation is not None:
+        return RESERVATION_PREFIX + source.reservation.name
+    return FLEX_START if source.kind == "flexStart" else SPOT
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.synthetic_run", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", help="run directory to write (must not exist)")
@@ -217,17 +248,24 @@ def main(argv: list[str] | None = None) -> int:
                                         "(offline), as if that stack had run it")
     parser.add_argument("--report", metavar="DIR", help="also write the run's report into DIR")
     args = parser.parse_args(argv)
+    for module in ("tensorboard", "matplotlib") if args.report else ("tensorboard",):
+        missing = not_installed(module, "`python -m tools.synthetic_run`")
+        if missing is not None:
+            parser.exit(2, f"error: {missing}\n")
     if Path(args.out).exists():
         parser.error(f"{args.out} exists")
     run_id = framework = None
+    sources: tuple[str, ...] = (SPOT, FLEX_START)
     if args.stack:
         from components.run_spec import StackFileError, load_stack_file, spec_from_config
 
         try:
-            spec = spec_from_config(load_stack_file(args.stack, None))
+            config = load_stack_file(args.stack, None)
         except StackFileError as exc:
             parser.error(str(exc))
+        spec = spec_from_config(config)
         run_id, framework = spec.run_id, spec.framework
+        sources = tuple(_record_name(source) for source in config.capacity.sources)
     framework = args.framework or framework or "verl"
     t0 = 1_780_000_000.0
     if args.live:   # place the run so that now is a minute after its last step
@@ -238,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             dry = write_synthetic_run(scratch, framework, t0=0.0, total_steps=args.steps, finished=False)
         t0 = time.time() - dry.end_time - 60
     run = write_synthetic_run(args.out, framework, t0=t0, total_steps=args.steps, finished=not args.live,
-                              run_id=run_id)
+                              run_id=run_id, sources=sources)
     print(f"wrote {run.path} ({run.framework}, {run.total_steps} planned steps)")
     if args.report:
         page = write_demo_report(run, args.report, args.stack)

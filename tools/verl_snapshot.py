@@ -68,7 +68,7 @@ def installed_verl_version() -> str:
     try:
         return importlib.metadata.version("verl")
     except importlib.metadata.PackageNotFoundError as err:
-        raise SnapshotError("verl is not installed") from err
+        raise SnapshotError("verl is not installed: run `make setup` (verl's config tree, --no-deps)") from err
 
 
 def compose(overrides: tuple[str, ...] | list[str] = ()) -> Any:
@@ -79,7 +79,7 @@ def compose(overrides: tuple[str, ...] | list[str] = ()) -> Any:
         from hydra import initialize_config_dir
         from hydra.core.global_hydra import GlobalHydra
     except ImportError as err:
-        raise SnapshotError("hydra-core is not installed (requirements-dev.txt)") from err
+        raise SnapshotError("hydra-core is not installed: run `make setup` (requirements-dev.txt)") from err
     config_dir = verl_config_dir()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):

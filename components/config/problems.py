@@ -25,7 +25,7 @@ class Problem:
 
     def __str__(self) -> str:
         # Nothing secret is ever echoed (jobs/contract/credentials.py) and echoed values are cut short.
-        from jobs.contract.credentials import looks_like_secret_name, redact
+        from jobs.contract.credentials import looks_like_secret_name, looks_like_secret_value, redact
         from jobs.plan.stack_file import truncate
 
         key = truncate(redact(self.key), 160)
@@ -33,14 +33,22 @@ class Problem:
             return f"{key}: {redact(self.allowed)}"
         if self.given is _ABSENT:
             given = "(not set)"
-        elif self.given is HIDDEN or looks_like_secret_name(re.split(r"[.:]", self.key)[-1].split("[")[0]):
-            given = "(value hidden)"
+        elif self.given is HIDDEN or looks_like_secret_name(re.split(r"[.:]", self.key)[-1].split("[")[0]) \
+                or looks_like_secret_value(_as_json_text(self.given)):
+            given = "(value hidden)"    # a credential, not even its redacted remainder
         else:
             try:
                 given = truncate(redact(json.dumps(self.given, default=str)), 120)
             except (ValueError, RecursionError):
                 given = "(a value that cannot be shown)"
         return f"{key}: given {given}; {redact(self.allowed)}"
+
+
+def _as_json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, default=str)
+    except (ValueError, RecursionError):
+        return ""
 
 
 class _Absent:

@@ -69,6 +69,30 @@ def _why(problem: Callable[[Any], str | None]) -> AfterValidator:
     return AfterValidator(check)
 
 
+def credential_problem(value: Any) -> str | None:
+    """Every free-text value of the stack config (a string, or a list's strings) refuses a
+    credential: the rule is the run plan's (jobs/contract/credentials.py secret_value_kind). A
+    plain config value is stored in the stack's state and printed by the preview; a credential
+    belongs in a secret key. The message names the kind, never the value."""
+    from jobs.contract.credentials import secret_value_kind
+
+    for item in value if isinstance(value, (list, tuple)) else (value,):
+        kind = secret_value_kind(item) if isinstance(item, str) else None
+        if kind is not None:
+            return (f"holds what looks like {kind}: a plain config value is stored in the stack's "
+                    "state and shown by the preview; a credential goes only in gke-grpo:hfToken or "
+                    "gke-grpo:wandbApiKey (pulumi config set --secret ...)")
+    return None
+
+
+def refuse_credentials(value: Any, info: ValidationInfo) -> Any:
+    """``credential_problem`` as a validator of any field (models/base.py applies it to all)."""
+    problem = None if accepts_as_given(info) else credential_problem(value)
+    if problem is not None:
+        raise PydanticCustomError(RULE_ERROR, problem.replace("{", "{{").replace("}", "}}"))
+    return value
+
+
 def _rule(accepts: Callable[[Any], bool], allowed: str) -> AfterValidator:
     return _why(lambda value: None if accepts(value) else allowed)
 

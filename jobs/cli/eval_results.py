@@ -1,6 +1,6 @@
 """The GSM8K test-split results of a run (``<run dir>/eval/<base|step-N>/eval.json``, written by
 jobs/head/evaluate.py, or its ``[jobs.evaluate] RESULT`` log lines while only the Ray job's log is
-at hand) as `jobs status` rows and the report's "Held-out evaluation" section: base vs trained
+at hand) as `gke-grpo status` rows and the report's "Held-out evaluation" section: base vs trained
 accuracy with 95% intervals, beside the training reward and published scores, and what the
 export and evaluation cost.
 

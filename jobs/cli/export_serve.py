@@ -1,4 +1,4 @@
-"""`jobs export` and `jobs serve`: a run's checkpoint as a Hugging Face model directory on /data,
+"""`gke-grpo export` and `gke-grpo serve`: a run's checkpoint as a Hugging Face model directory on /data,
 and a vLLM OpenAI-compatible server on it.
 
     gke-grpo export RUN [--step N] --stack dev        a Ray job on the head: jobs/head/export.py
@@ -101,7 +101,7 @@ def cmd_export(runs: Runs, target: Target, args, out: TextIO, err: TextIO) -> in
     check_no_secrets(entrypoint, runtime_env, metadata)
     runs.client.submit_job(entrypoint=entrypoint, submission_id=submission_id,
                            runtime_env=runtime_env or None, metadata=metadata)
-    print(f"[jobs] export of run {args.run} submitted as {submission_id}", file=out, flush=True)
+    print(f"[gke-grpo] export of run {args.run} submitted as {submission_id}", file=out, flush=True)
     runs.follow(submission_id, status_every=args.status_every)
     return runs.exit_code_for(runs.attempt_info(submission_id))
 
@@ -141,6 +141,40 @@ def _manifests(args, stack, kubeconfig: str | None, ray_cluster: dict | None = N
     return serve_manifests(ray_cluster["spec"], request)
 
 
+def _plain_dumper():
+    import yaml
+
+    class PlainDumper(yaml.SafeDumper):
+        # Each object written out where it is used (labels, selectors): no &id001 / *id001 for a
+        # reader to follow.
+        def ignore_aliases(self, data) -> bool:
+            return True
+
+    return PlainDumper
+
+
+def _ray_cluster_for_dry_run(args, stack, kubeconfig: str | None, err: TextIO) -> dict:
+    """The RayCluster the manifest copies its pod templates from: the deployed one when the
+    cluster answers; offline, or when it does not, the one the program would create from the
+    stack file (the offline preview), said in one line."""
+    from jobs.cli.stack_outputs import StackError, offline_ray_cluster
+
+    if stack.source == "deployed":
+        try:
+            return json.loads(run_kubectl(args.kubectl, "get", "raycluster", stack.ray_cluster_name,
+                                          "-n", stack.namespace, "-o", "json", timeout=KUBECTL_TIMEOUT_S,
+                                          kubeconfig=kubeconfig, context=args.kube_context))
+        except (KubectlFailed, ValueError) as exc:
+            if stack.stack is None:
+                raise Unreachable(f"{exc}: give --stack STACK to render from its stack file instead") from None
+            print(f"[gke-grpo] the deployed RayCluster could not be read ({exc}); rendering from "
+                  f"the stack file Pulumi.{stack.stack}.yaml instead", file=err, flush=True)
+    try:
+        return offline_ray_cluster(stack.stack, args.config_file)
+    except StackError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _wait_ready(args, kubeconfig: str | None, namespace: str, name: str, err: TextIO) -> None:
     deadline = time.monotonic() + args.wait_seconds
     selector = f"gke-grpo/serve-run={name.removeprefix('grpo-serve-')}"
@@ -162,7 +196,7 @@ def _wait_ready(args, kubeconfig: str | None, namespace: str, name: str, err: Te
         time.sleep(args.poll_seconds)
     raise Unreachable(f"the server was not ready within {args.wait_seconds:.0f} s (a new GPU node "
                       "and a model load take minutes): `kubectl get pods -n "
-                      f"{namespace} -l {selector}`; rerun `jobs serve` to wait again")
+                      f"{namespace} -l {selector}`; rerun `gke-grpo serve` to wait again")
 
 
 def curl_example(address: str, run: str) -> str:
@@ -179,17 +213,21 @@ def cmd_serve(args, out: TextIO, err: TextIO) -> int:
     from jobs.plan.serve_manifest import ROLE, ROLE_LABEL, SERVE_PORT, serve_name
 
     if not args.stop and not args.run:
-        raise UsageError("which run? `jobs serve RUN` (or `jobs serve --stop` to remove servers)")
+        raise UsageError("which run? `gke-grpo serve RUN` (or `gke-grpo serve --stop` to remove servers)")
     if args.run:
         _check_run_id(args.run)
     stack = load_stack(args.stack, args.config_file, err)
+    from jobs.cli.stack_outputs import kubeconfig_file
+
     if args.dry_run:
         import yaml
 
-        out.write(yaml.safe_dump_all(_manifests(args, stack, None, args.ray_cluster_json), sort_keys=False))
+        with kubeconfig_file(None if args.kube_context else stack.kubeconfig) as kubeconfig:
+            ray_cluster = args.ray_cluster_json or _ray_cluster_for_dry_run(args, stack, kubeconfig, err)
+            out.write(yaml.dump_all(_manifests(args, stack, None, ray_cluster), Dumper=_plain_dumper(),
+                                    sort_keys=False))
         out.flush()
         return ExitCode.OK
-    from jobs.cli.stack_outputs import kubeconfig_file
 
     exported = None if args.kube_context else stack.kubeconfig
     with kubeconfig_file(exported) as kubeconfig:
@@ -198,17 +236,17 @@ def cmd_serve(args, out: TextIO, err: TextIO) -> int:
                 f",gke-grpo/serve-run={serve_name(args.run).removeprefix('grpo-serve-')}" if args.run else "")
             said = _kubectl_run(args, kubeconfig, "delete", "deployment,service", "-n", stack.namespace,
                             "-l", selector, "--ignore-not-found", "--wait=false")
-            print(f"[jobs] {said.strip() or 'no vLLM server to remove'}", file=out, flush=True)
+            print(f"[gke-grpo] {said.strip() or 'no vLLM server to remove'}", file=out, flush=True)
             return ExitCode.OK
         manifests = _manifests(args, stack, kubeconfig)
         _kubectl_run(args, kubeconfig, "apply", "-f", "-", stdin=json.dumps(
             {"apiVersion": "v1", "kind": "List", "items": manifests}))
         name = manifests[0]["metadata"]["name"]
-        print(f"[jobs] deployment/{name} and service/{name} applied in {stack.namespace}; waiting "
+        print(f"[gke-grpo] deployment/{name} and service/{name} applied in {stack.namespace}; waiting "
               f"for the server (up to {args.wait_seconds:.0f} s)", file=err, flush=True)
         _wait_ready(args, kubeconfig, stack.namespace, name, err)
         if args.no_forward:
-            print(f"[jobs] ready: kubectl port-forward -n {stack.namespace} svc/{name} "
+            print(f"[gke-grpo] ready: kubectl port-forward -n {stack.namespace} svc/{name} "
                   f"8000:{SERVE_PORT}", file=out, flush=True)
             return ExitCode.OK
         from jobs.cli.port_forward import PortForwardError, port_forward
@@ -217,14 +255,14 @@ def cmd_serve(args, out: TextIO, err: TextIO) -> int:
             with port_forward(stack.namespace, name, remote_port=SERVE_PORT,
                               local_port=args.local_port, context=args.kube_context,
                               kubectl=args.kubectl, err=err, kubeconfig=kubeconfig) as address:
-                print(f"[jobs] vLLM serves run {args.run} at {address}/v1 (Ctrl-C closes the "
-                      "forward; the server keeps running until `jobs serve --stop`)\n"
+                print(f"[gke-grpo] vLLM serves run {args.run} at {address}/v1 (Ctrl-C closes the "
+                      "forward; the server keeps running until `gke-grpo serve --stop`)\n"
                       f"{curl_example(address, args.run)}", file=out, flush=True)
                 while True:
                     time.sleep(3600)
         except PortForwardError as exc:
             raise Unreachable(str(exc)) from None
         except KeyboardInterrupt:
-            print(f"\n[jobs] forward closed; the server keeps running (`gke-grpo serve "
+            print(f"\n[gke-grpo] forward closed; the server keeps running (`gke-grpo serve "
                   f"{args.run} --stop` removes it)", file=err, flush=True)
             return ExitCode.OK

@@ -29,7 +29,7 @@ def _kubectl(kubectl: str, context: str | None, *args: str, timeout: float,
              kubeconfig: str | None = None) -> str:
     try:
         return run_kubectl(kubectl, *args, timeout=timeout, kubeconfig=kubeconfig, context=context,
-                           what=f"kubectl {args[0]}", tail=500)
+                           what=f"kubectl {args[0]}")
     except KubectlFailed as exc:
         advice = ": install kubectl, or copy the run directory yourself and give --run-dir" if exc.not_found else ""
         raise FetchError(f"{exc}{advice}") from None

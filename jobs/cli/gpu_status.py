@@ -1,4 +1,4 @@
-"""The GPU rows of `jobs status` and the report: the run's GPU workers now (up, requested,
+"""The GPU rows of `gke-grpo status` and the report: the run's GPU workers now (up, requested,
 releasing) and where each trainer start's GPUs came from.
 
     gpu_worker_rows(nodes, log, live, capacity) -> [("GPU workers", "2 up of 2 requested"), ...]

@@ -1,4 +1,4 @@
-"""The health gate's result as the jobs CLI shows it (``jobs status``, ``jobs health``): from
+"""The health gate's result as the jobs CLI shows it (``gke-grpo status``, ``gke-grpo health``): from
 ``<run_dir>/health.json`` or the ``[health] result`` line of the job log.
 
 health.json is read through the one safe reader (a regular UTF-8 JSON file of at most 16 MiB,
@@ -53,7 +53,7 @@ def _gbps(value: Any, digits: str = ".4g") -> str:
 
 
 def health_status_rows(doc: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """Rows for ``jobs status`` (key, value) from health.json or its log summary."""
+    """Rows for ``gke-grpo status`` (key, value) from health.json or its log summary."""
     if not doc or not isinstance(doc, Mapping):
         return []
     started = doc.get("started")

@@ -11,13 +11,13 @@ from jobs.contract.exit_codes import ExitCode
 
 
 def follow_and_report(runs: Runs, attempt: Attempt, args, out: TextIO, err: TextIO) -> int:
-    print(f"[jobs] following {attempt.submission_id} (Ctrl-C detaches; the attempt keeps running)",
+    print(f"[gke-grpo] following {attempt.submission_id} (Ctrl-C detaches; the attempt keeps running)",
           file=err, flush=True)
     runs.follow(attempt.submission_id, status_every=args.status_every)
     final = runs.attempt_info(attempt.submission_id, attempt.number)
     code = runs.exit_code_for(final)
     if code == ExitCode.OK:
-        print(f"[jobs] {final.submission_id} SUCCEEDED after {fmt_duration(final.duration())}",
+        print(f"[gke-grpo] {final.submission_id} SUCCEEDED after {fmt_duration(final.duration())}",
               file=err, flush=True)
     return code
 
@@ -30,15 +30,15 @@ def cmd_submit(runs: Runs, target: Target, args, out, err, build: EntrypointBuil
     result = runs.submit(spec, entrypoint, runtime_env, rerun=args.rerun, attempt=args.attempt)
     a = result.attempt
     if result.action == "succeeded":
-        print(f"[jobs] run {spec.run_id} already SUCCEEDED (attempt {a.number}, {a.submission_id}, "
+        print(f"[gke-grpo] run {spec.run_id} already SUCCEEDED (attempt {a.number}, {a.submission_id}, "
               f"ended {fmt_time(a.end_time)}); nothing submitted. --rerun starts attempt "
               f"{a.number + 1} (it resumes from {spec.checkpoint_dir}).", file=out, flush=True)
         return ExitCode.OK
     if result.action == "attached":
-        print(f"[jobs] attempt {a.number} of run {spec.run_id} ({a.submission_id}) is {a.status}: "
+        print(f"[gke-grpo] attempt {a.number} of run {spec.run_id} ({a.submission_id}) is {a.status}: "
               "attaching to it, nothing submitted", file=out, flush=True)
     else:
-        print(f"[jobs] submitted {a.submission_id} (attempt {a.number} of run {spec.run_id}); "
+        print(f"[gke-grpo] submitted {a.submission_id} (attempt {a.number} of run {spec.run_id}); "
               f"checkpoints: {spec.checkpoint_dir}", file=out, flush=True)
     if args.no_follow:
         return runs.exit_code_for(a) if not a.live else ExitCode.OK
@@ -47,7 +47,7 @@ def cmd_submit(runs: Runs, target: Target, args, out, err, build: EntrypointBuil
 def cmd_attach(runs: Runs, target: Target, args, out, err) -> int:
     attempt = pick_attempt(runs, target, args)
     if not attempt.live:
-        print(f"[jobs] {attempt.submission_id} is already {attempt.status} "
+        print(f"[gke-grpo] {attempt.submission_id} is already {attempt.status} "
               f"(ended {fmt_time(attempt.end_time)})", file=out, flush=True)
         return runs.exit_code_for(attempt)
     return follow_and_report(runs, attempt, args, out, err)
@@ -147,18 +147,18 @@ def cmd_list(runs: Runs, target: Target, args, out, err) -> int:
         print(line, file=out)
     out.flush()
     if note:      # a missing or refused kubectl is a note, not part of the table
-        print(f"[jobs] {note}", file=err, flush=True)
+        print(f"[gke-grpo] {note}", file=err, flush=True)
     return ExitCode.OK
 
 def cmd_stop(runs: Runs, target: Target, args, out, err) -> int:
     run_id = need_run(target)
     stopped = runs.stop(run_id)
     if stopped is None:
-        print(f"[jobs] run {run_id}: no PENDING or RUNNING attempt to stop", file=out, flush=True)
+        print(f"[gke-grpo] run {run_id}: no PENDING or RUNNING attempt to stop", file=out, flush=True)
         return ExitCode.OK
-    print(f"[jobs] stop requested for {stopped.submission_id} (attempt {stopped.number})",
+    print(f"[gke-grpo] stop requested for {stopped.submission_id} (attempt {stopped.number})",
           file=out, flush=True)
     if args.wait:
         status = runs.wait_terminal(stopped.submission_id, timeout=args.wait_seconds)
-        print(f"[jobs] {stopped.submission_id}: {status}", file=out, flush=True)
+        print(f"[gke-grpo] {stopped.submission_id}: {status}", file=out, flush=True)
     return ExitCode.OK

@@ -18,7 +18,7 @@ Target: the deployed stack (``pulumi stack output --json --show-secrets [-s STAC
 The CLI opens ``kubectl port-forward`` (with the exported kubeconfig, in a private temporary
 file) to the RayCluster's head service on 127.0.0.1 for the duration of the command (always
 closed afterwards). Without Pulumi, or with ``--config-file FILE``, the stack file is the offline
-fallback (the offline preview's outputs; it says so on stderr). ``--address URL`` uses a dashboard
+fallback (its outputs computed from the validated file; it says so on stderr). ``--address URL`` uses a dashboard
 you reach yourself (then ``--stack`` only names the run, or give ``--run-id``). docs/jobs-cli.md.
 Exit codes: jobs/contract/exit_codes.py (0 ok, 1 job failed or plot not written, 2 usage/config, 3 GPU
 wait timeout, 4 dashboard unreachable, 5 job stopped, 130 interrupted, 129/143 SIGHUP/SIGTERM);
@@ -32,22 +32,29 @@ import contextlib
 import os
 import signal
 import sys
+import weakref
 from collections.abc import Sequence
 from typing import TextIO
 
 from jobs.cli.arguments import port_number, positive_int, positive_seconds, resolve_address, run_id_text
 from jobs.cli.export_serve import add_export_serve_parsers, cmd_export, cmd_serve
+from jobs.cli.extras import missing_cli_module, not_installed
 from jobs.cli.live_commands import cmd_attach, cmd_list, cmd_logs, cmd_status, cmd_stop, cmd_submit
 from jobs.cli.output_files import check_output_file
 from jobs.cli.ray_jobs import RetryPolicy, RunError, Runs
 from jobs.cli.run_directory_commands import cmd_health, cmd_plot, cmd_report, cmd_status_offline
-from jobs.cli.target import EntrypointBuilder, default_entrypoint, open_target
+from jobs.cli.target import EntrypointBuilder, UsageError, default_entrypoint, open_target
 from jobs.contract.credentials import redact
 from jobs.contract.exit_codes import ExitCode
 from jobs.contract.safe_files import UnusableFile
 
 # The console script's name (pyproject.toml [project.scripts]); `python -m jobs` is its alias.
 PROG = "gke-grpo"
+
+
+# Each parser's subcommand parsers: a bad option is reported with its subcommand's usage.
+_SUBPARSERS: weakref.WeakKeyDictionary[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]] = \
+    weakref.WeakKeyDictionary()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_serve_parsers(sub, target, follow)
     sub.add_parser("preflight", help="check the job config against the frameworks' rules",
                    add_help=False)
+    _SUBPARSERS[parser] = dict(sub.choices)
     for choice in sub._choices_actions:   # argparse keeps the one-line helps here
         command = sub.choices[choice.dest]
         text = choice.help or ""
@@ -150,7 +158,7 @@ def main(argv: Sequence[str] | None = None, *, build_entrypoint: EntrypointBuild
         try:
             return _main(argv, build_entrypoint=build_entrypoint, out=out, err=err, retry=retry)
         except _Terminated as exc:
-            print(f"\n[jobs] {signal.Signals(exc.signum).name}: stopped; the port-forward is closed "
+            print(f"\n[gke-grpo] {signal.Signals(exc.signum).name}: stopped; the port-forward is closed "
                   "and the attempt keeps running on the cluster (`gke-grpo stop` stops it)",
                   file=err_stream, flush=True)
             return 128 + exc.signum
@@ -192,7 +200,12 @@ def _main(argv: Sequence[str] | None, *, build_entrypoint: EntrypointBuilder | N
         return _preflight(argv[1:])
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            # The subcommand's own usage, not the top-level one (argparse reports unknown
+            # arguments from the parser that was called).
+            subcommand = _SUBPARSERS.get(parser, {}).get(args.command or "")
+            (subcommand or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:
         return int(exc.code or 0)
     if not args.command:
@@ -230,6 +243,11 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
         code = _without_dashboard(args, out, err)
         if code is not None:
             return code
+        # Before the stack is read and a port-forward opened: every command from here on talks
+        # to the dashboard through Ray's client.
+        missing = not_installed("ray", f"`{PROG} {args.command}`")
+        if missing is not None:
+            raise UsageError(missing)
         with open_target(args, err) as target:
             runs = Runs(target.address, retry=retry, out=out, err=err,
                         namespace=target.stack.namespace if target.stack else None)
@@ -237,24 +255,34 @@ def _run_command(args: argparse.Namespace, *, build_entrypoint: EntrypointBuilde
                 return cmd_submit(runs, target, args, out, err, build_entrypoint or default_entrypoint)
             return COMMANDS[args.command](runs, target, args, out, err)
     except (RunError, UnusableFile) as exc:   # UnusableFile: a file the command needs (path and why)
-        print(f"[jobs] error: {redact(exc)}", file=err, flush=True)
+        print(f"[gke-grpo] error: {redact(exc)}", file=err, flush=True)
         return getattr(exc, "exit_code", ExitCode.USAGE)
     except RuntimeError as exc:
         # The Job Submission SDK's "Request failed with status code N: ..." (and its own checks).
         text = str(exc)
         if "status code 404" in text or "does not exist" in text:
-            print(f"[jobs] error: {redact(text)[:2000]}", file=err, flush=True)
+            print(f"[gke-grpo] error: {redact(text)[:2000]}", file=err, flush=True)
             return ExitCode.USAGE
-        print(f"[jobs] error: the Ray dashboard at {getattr(target, 'address', '?')} answered "
+        print(f"[gke-grpo] error: the Ray dashboard at {getattr(target, 'address', '?')} answered "
               f"with an error: {redact(text)[:2000]}", file=err, flush=True)
         return ExitCode.DASHBOARD_UNREACHABLE
     except KeyboardInterrupt:
-        print("\n[jobs] interrupted: stopped following; the attempt keeps running on the cluster "
+        print("\n[gke-grpo] interrupted: stopped following; the attempt keeps running on the cluster "
               "(`gke-grpo stop` stops it)", file=err, flush=True)
         return ExitCode.INTERRUPTED
     except Exception as exc:
-        if os.environ.get("GKE_GRPO_DEBUG") == "1":
+        if os.environ.get("GKE_GRPO_DEBUG") == "1" and not (
+                isinstance(exc, ModuleNotFoundError) and missing_cli_module(exc, "") is not None):
             raise
-        print(f"[jobs] internal error ({type(exc).__name__}: {redact(exc)[:300]}); this is a bug: "
-              "rerun with GKE_GRPO_DEBUG=1 for the traceback", file=err, flush=True)
-        return ExitCode.FAILED
+        return _unexpected(exc, args.command, err)
+
+
+def _unexpected(exc: Exception, command: str, err: TextIO) -> int:
+    """A module of requirements-cli.txt missing mid-command (one line naming `make cli`), else a bug."""
+    missing = missing_cli_module(exc, f"`{PROG} {command}`") if isinstance(exc, ModuleNotFoundError) else None
+    if missing is not None:
+        print(f"[gke-grpo] error: {missing}", file=err, flush=True)
+        return ExitCode.USAGE
+    print(f"[gke-grpo] internal error ({type(exc).__name__}: {redact(exc)[:300]}); this is a bug: "
+          "rerun with GKE_GRPO_DEBUG=1 for the traceback", file=err, flush=True)
+    return ExitCode.FAILED

@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TextIO
 
-from jobs.cli.kubectl import kubectl_argv
+from jobs.cli.kubectl import kubectl_argv, kubectl_reason
 
 DASHBOARD_PORT = 8265
 
@@ -124,11 +124,12 @@ class _Forward:
         return proc
 
     def _output(self) -> str:
+        """kubectl's reason, one line: its client-go (klog) lines are noise to the user."""
         self.log.flush()
         self.log.seek(0)
-        text = self.log.read().strip()
+        text = self.log.read()
         self.log.seek(0, os.SEEK_END)
-        return text[-2000:] or "(no output)"
+        return kubectl_reason(text[-20000:])
 
     def _wait_ready(self, proc: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.ready_timeout
@@ -136,9 +137,9 @@ class _Forward:
             if proc.poll() is not None:
                 raise PortForwardError(
                     f"`{self.shown}` exited with code {proc.returncode}: "
-                    f"{self._output()}\n  Check the cluster credentials "
+                    f"{self._output()}; check the cluster credentials "
                     f"(`{self.credentials_hint}`), the namespace "
-                    f"{self.namespace!r} and that the RayCluster's head service exists.")
+                    f"{self.namespace!r} and that the RayCluster's head service exists")
             if time.monotonic() >= deadline or self.stopping.is_set():
                 raise PortForwardError(
                     f"`{self.shown}` did not open 127.0.0.1:{self.port} within "
@@ -160,7 +161,7 @@ class _Forward:
     def _say(self, text: str) -> None:
         if self.err is not None:
             with contextlib.suppress(OSError, ValueError):
-                print(f"[jobs] {text}", file=self.err, flush=True)
+                print(f"[gke-grpo] {text}", file=self.err, flush=True)
 
     def _watch(self) -> None:
         # Runs for the life of the forward: kubectl processes it restarts die with this thread

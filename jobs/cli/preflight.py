@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from jobs.cli.stack_outputs import (
+    ROOT,
     StackError,
     deployed_outputs,
     deployed_run_spec,
@@ -23,41 +24,32 @@ from jobs.cli.stack_outputs import (
 from jobs.contract.exit_codes import ExitCode
 from jobs.plan.checkpoint_interval import checkpoint_interval_findings
 from jobs.plan.gpu_memory import format_plan, plan_for_spec
-from jobs.plan.preflight import check, errors
+from jobs.plan.preflight import check
 
 
-def check_replacements(stack: str, config_file: Path | None, pulumi: str = "pulumi") -> tuple[int, int]:
+def check_replacements(stack: str, config_file: Path | None, pulumi: str = "pulumi") -> list[str]:
     """What the stack file would replace of the deployed stack (`pulumi stack output`): a data
     store is an error (unless storage.allowDataLoss), a pool, the cluster or a network under a
-    live run a warning. Returns (errors, warnings); prints each. A stack that cannot be read is
-    said, not an error: preflight also runs before the first deploy."""
+    live run a warning; each line starts with its level. A stack that cannot be read is said,
+    not an error: preflight also runs before the first deploy."""
     try:
         outputs = deployed_outputs(stack, pulumi)
-    except StackError as err:
-        print(f"preflight: replacements not checked: {err}")
-        return 0, 0
-    try:
         report = replacement_report(stack, config_file, outputs)
     except StackError as err:
-        print(f"preflight: replacements not checked: {err}")
-        return 0, 0
-    if report.get("unread"):
-        print(f"preflight: replacements not checked: {report['unread']}")
-    for line in report["refused"]:
-        print(f"error: {line}")
-    for line in report["replaced"]:
-        print(f"warning: {line}")
-    return len(report["refused"]), len(report["replaced"])
+        return [f"preflight: replacements not checked: {err}"]
+    lines = [f"preflight: replacements not checked: {report['unread']}"] if report.get("unread") else []
+    return lines + [f"error: {line}" for line in report["refused"]] + \
+        [f"warning: {line}" for line in report["replaced"]]
 
 
 def _capacity_and_tier(stack: str, config_file: Path | None) -> tuple[str | None, int | None]:
     """gke-grpo:gpu.provisioningModel (or gpu.capacity's most interruptible kind) and
     gke-grpo:storage.lustre.throughputTier of the stack file
     (the config was validated already; the tier's default is the config model's)."""
-    from jobs.plan.stack_file import ConfigFileError, read_stack_document
+    from jobs.plan.stack_file import ConfigFileError, read_stack_document, stack_file_path
 
     try:
-        config = read_stack_document(config_file or Path(f"Pulumi.{stack}.yaml")).get("config") or {}
+        config = read_stack_document(stack_file_path(ROOT, stack, config_file)).get("config") or {}
     except (ConfigFileError, OSError):
         return None, None
     gpu = config.get("gke-grpo:gpu") or {}
@@ -76,23 +68,20 @@ def _capacity_and_tier(stack: str, config_file: Path | None) -> tuple[str | None
     return (model if isinstance(model, str) else None), (tier if isinstance(tier, int) else None)
 
 
-def check_run_identity(stack: str, spec, pulumi: str = "pulumi") -> int:
+def check_run_identity(stack: str, spec, pulumi: str = "pulumi") -> list[str]:
     """Against the deployed stack's runSpec: a note when the run id changes (a new run, a new
     checkpoint directory), a warning per changed field the framework ignores
-    (jobs/plan/run_identity.py). Returns the warnings; silent when nothing is deployed (the
-    replacement check says so already)."""
+    (jobs/plan/run_identity.py). Nothing when nothing is deployed (the replacement check says
+    so already)."""
     from jobs.plan.run_identity import describe_identity_change
 
     try:
         deployed = deployed_run_spec(deployed_outputs(stack, pulumi))
     except StackError:
-        return 0
+        return []
     if deployed is None:
-        return 0
-    lines = describe_identity_change(deployed, spec)
-    for level, line in lines:
-        print(f"{level}: {line}")
-    return sum(level == "warning" for level, _ in lines)
+        return []
+    return [f"{level}: {line}" for level, line in describe_identity_change(deployed, spec)]
 
 
 def preflight_parser() -> argparse.ArgumentParser:
@@ -121,16 +110,24 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.USAGE)
     capacity_source, tier = _capacity_and_tier(args.stack, args.config_file)
     findings = check(spec) + checkpoint_interval_findings(spec, capacity_source, lustre_tier_mbps_per_tib=tier)
-    for finding in findings:
-        print(finding)
+    lines = [str(finding) for finding in findings]
     plan = plan_for_spec(spec)
     if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
-        print(format_plan(plan))
-    refused, replaced = check_replacements(args.stack, args.config_file)
-    replaced += check_run_identity(args.stack, spec)
-    failed = len(errors(findings)) + refused
-    warnings = len(findings) - len(errors(findings)) + replaced
+        lines.append(format_plan(plan))
+    lines += check_replacements(args.stack, args.config_file)
+    lines += check_run_identity(args.stack, spec)
+    print("\n".join(lines + summary(lines)))
+    failed = sum(line.startswith("error: ") for line in lines)
+    warnings = sum(line.startswith("warning: ") for line in lines)
     print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "
           f"{failed} error(s), {warnings} warning(s)")
     return int(ExitCode.USAGE if failed else ExitCode.OK)
 
+
+def summary(lines: list[str]) -> list[str]:
+    """The errors again, one line each (a memory error's plan is detail), when anything was
+    printed after the first: the last screen of preflight's output says what to fix."""
+    errors_at = [i for i, line in enumerate(lines) if line.startswith("error: ")]
+    if not errors_at or all(line.startswith("error: ") and "\n" not in line for line in lines[errors_at[0]:]):
+        return []   # nothing but the errors themselves after the first one
+    return ["", f"{len(errors_at)} error(s) to fix:"] + [lines[i].split("\n", 1)[0] for i in errors_at]

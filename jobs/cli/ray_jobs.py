@@ -21,7 +21,7 @@ attempt FAILED: its last ~50 log lines are printed); 2 USAGE (bad flags, an unre
 invalid stack config, a refused runtime env, an attempt that does not exist); 3
 GPU_WAIT_TIMEOUT (the GPU nodes did not join in time); 4 DASHBOARD_UNREACHABLE (no answer
 after bounded retries, each call abandoned after RetryPolicy.call_timeout, all within
-RetryPolicy.budget, or a server error); 5 JOB_STOPPED (`jobs stop` or the RayJob's deletion; a
+RetryPolicy.budget, or a server error); 5 JOB_STOPPED (`gke-grpo stop` or the RayJob's deletion; a
 spent budget is a FAILED attempt, the driver exits 12); 130 INTERRUPTED (Ctrl-C: following
 stops, the attempt keeps running on the cluster).
 
@@ -282,7 +282,7 @@ class Runs:
                 delay = delays[attempt - 1]
                 if time.monotonic() - started + delay + self.retry.call_timeout > self.retry.budget:
                     raise self._unreachable(exc, attempt, time.monotonic() - started) from exc
-                print(f"[jobs] {what}: dashboard at {self.address} not answering "
+                print(f"[gke-grpo] {what}: dashboard at {self.address} not answering "
                       f"({type(exc).__name__}); retry {attempt}/{self.retry.tries - 1} in {delay:.1f}s",
                       file=self.err, flush=True)
                 self._sleep(delay)
@@ -426,7 +426,7 @@ class Runs:
                     "nothing was submitted. Fix the cause (the head's disk, its logs: kubectl "
                     "logs <head pod>) and submit again.") from None
             raise
-        print(f"[jobs] the dashboard answered the submission of {submission_id} with an error "
+        print(f"[gke-grpo] the dashboard answered the submission of {submission_id} with an error "
               f"({what}), but the attempt exists ({info.status}): it was submitted",
               file=self.err, flush=True)
         return SubmitResult("submitted", info)
@@ -459,7 +459,7 @@ class Runs:
 
     def status_line(self, submission_id: str, status: str, started: float,
                     tracker: ProgressTracker) -> str:
-        return (f"[jobs] {submission_id}: {status}, elapsed {fmt_duration(time.monotonic() - started)}"
+        return (f"[gke-grpo] {submission_id}: {status}, elapsed {fmt_duration(time.monotonic() - started)}"
                 f", {tracker.describe()}")
 
     async def _follow(self, submission_id: str, status_every: float, print_logs: bool,
@@ -539,7 +539,7 @@ class Runs:
                 if failures >= self.retry.tries:
                     raise self._unreachable(exc, failures) from exc
                 delay = delays[failures - 1]
-                print(f"[jobs] log stream of {submission_id} interrupted ({type(exc).__name__}); "
+                print(f"[gke-grpo] log stream of {submission_id} interrupted ({type(exc).__name__}); "
                       f"reconnecting in {delay:.1f}s", file=self.err, flush=True)
                 await asyncio.sleep(delay)
 
@@ -549,24 +549,24 @@ class Runs:
         if attempt.status == "SUCCEEDED" or attempt.live:
             return ExitCode.OK
         if attempt.status == "STOPPED":
-            print(f"[jobs] {attempt.submission_id} was STOPPED. `gke-grpo submit` starts the "
+            print(f"[gke-grpo] {attempt.submission_id} was STOPPED. `gke-grpo submit` starts the "
                   "next attempt, resuming from the run's checkpoints.", file=self.err, flush=True)
             return ExitCode.JOB_STOPPED
         tail = self.log_tail(attempt.submission_id)
         if show_tail:
-            print(f"[jobs] {attempt.submission_id} FAILED"
+            print(f"[gke-grpo] {attempt.submission_id} FAILED"
                   + (f" (driver exit code {attempt.driver_exit_code})"
                      if attempt.driver_exit_code is not None else "")
                   + (f": {attempt.message}" if attempt.message else "")
-                  + f"\n[jobs] last {LOG_TAIL_LINES} log lines:", file=self.err)
+                  + f"\n[gke-grpo] last {LOG_TAIL_LINES} log lines:", file=self.err)
             print(tail, file=self.err, flush=True)
         if GPU_WAIT_TIMEOUT_MARKER in tail:
-            print("[jobs] the GPUs did not become available in time (exit 3): submit again once "
+            print("[gke-grpo] the GPUs did not become available in time (exit 3): submit again once "
                   "the GPU nodes have joined; the next attempt resumes from the checkpoints.",
                   file=self.err, flush=True)
             return ExitCode.GPU_WAIT_TIMEOUT
         if GPU_GANG_INFEASIBLE_MARKER in tail:
-            print("[jobs] the Ray autoscaler can never provide this run's GPU nodes (exit 17): "
+            print("[gke-grpo] the Ray autoscaler can never provide this run's GPU nodes (exit 17): "
                   "the deployed GPU worker group holds fewer (gke-grpo:gpu.nodes); deploy the "
                   "stack this run needs.", file=self.err, flush=True)
             return ExitCode.GPU_GANG_INFEASIBLE

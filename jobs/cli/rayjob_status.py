@@ -1,4 +1,4 @@
-"""What KubeRay says about an attempt, beside what Ray says: `jobs status` and `jobs list` name the
+"""What KubeRay says about an attempt, beside what Ray says: `gke-grpo status` and `gke-grpo list` name the
 RayJob of an attempt and say when the two disagree.
 
     rayjobs = rayjobs_of_run(access, run_id)                # jobId -> RayJobView, via kubectl
@@ -98,7 +98,7 @@ def rayjobs_of_run(access: KubectlAccess, run_id: str, timeout: float = KUBECTL_
         out = run_kubectl(access.kubectl, "get", "rayjobs.ray.io", "-n", access.namespace,
                           "-l", f"{RUN_LABEL}={_short_hash(run_id)}", "-o", "json", timeout=timeout,
                           kubeconfig=access.kubeconfig, context=access.context,
-                          what="kubectl get rayjobs", tail=300)
+                          what="kubectl get rayjobs")
     except KubectlFailed as exc:
         raise RayJobQueryError(str(exc)) from None
     try:

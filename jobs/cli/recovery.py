@@ -1,4 +1,4 @@
-"""A run's recoveries and its checkpoint cadence, as `jobs status` and the report show them.
+"""A run's recoveries and its checkpoint cadence, as `gke-grpo status` and the report show them.
 
     describe_restarts(restart_records)            # "1 (last: node_lost, exit 1, ...)"
     describe_recovery(recovery_record)            # seconds from the node loss; steps redone

@@ -182,7 +182,7 @@ def _eval_card(results: list[dict[str, Any]]) -> str:
     base = next((r["accuracy"] for r in results if r["label"] == "base"), None)
     trained = [r["accuracy"] for r in results if r["label"] != "base"]
     if base is None and not trained:
-        return "-"
+        return "not yet: after training"     # jobs/head/evaluate.py, gke-grpo:job.evaluate
     return " -> ".join(f"{a:.1%}" for a in ([base] if base is not None else []) + trained[-1:])
 
 

@@ -56,6 +56,24 @@ def _finish(fig, name: str, title: str, caption: str, wide: bool = True) -> Figu
     return Figure(name, title, buf.getvalue(), axes, caption, wide)
 
 
+def constant_value(ys: list[float]) -> float | None:
+    """The value of a series that never changes (a constant learning rate), else None."""
+    if not ys or max(ys) != min(ys):
+        return None
+    return ys[0]
+
+
+def _show_constant(ax, ys: list[float]) -> None:
+    """A constant series drawn as one: an axis from 0 to twice its value and no offset, rather
+    than matplotlib's +-4 % around it with an offset such as 1e-6, which reads as variation."""
+    value = constant_value(ys)
+    if value is None:
+        return
+    ax.set_ylim(*sorted((0.0, 2 * value)) if value else (-1.0, 1.0))
+    ax.ticklabel_format(axis="y", useOffset=False)
+    ax.text(0.02, 0.92, f"constant: {value:g}", transform=ax.transAxes, fontsize=8, va="top")
+
+
 def _integer_steps(ax) -> None:
     from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -116,6 +134,7 @@ def throughput_figure(rows: list[StepMetrics]) -> Figure | None:
         if name == "mfu":
             ys = [100 * y for y in ys]
         ax.plot(xs, ys, marker="o", markersize=2, linewidth=1.2, color="tab:red" if name == "mfu" else None)
+        _show_constant(ax, ys)
         ax.set_ylabel(label)
         ax.set_xlabel("training step")
         ax.grid(True, alpha=0.3)
@@ -224,6 +243,7 @@ def health_figure(rows: list[StepMetrics], framework: str | None) -> Figure | No
         ax.grid(True, alpha=0.3)
         if name == "lr":
             ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+        _show_constant(ax, ys)
         _integer_steps(ax)
     source = {"verl": "verl's actor/ tags", "nemo-rl": "NeMo RL's train/ tags"}.get(framework or "",
                                                                                     "the framework's tags")

@@ -102,9 +102,9 @@ def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = Non
 def warn(lines: list[str], err, limit: int = 20) -> None:
     """What the readers skipped, one line each on stderr (the report and status show them too)."""
     for line in lines[:limit]:
-        print(f"[jobs] warning: {redact(line)}", file=err)
+        print(f"[gke-grpo] warning: {redact(line)}", file=err)
     if len(lines) > limit:
-        print(f"[jobs] warning: ... and {len(lines) - limit} more (see the report)", file=err)
+        print(f"[gke-grpo] warning: ... and {len(lines) - limit} more (see the report)", file=err)
     err.flush()
 
 
@@ -128,7 +128,7 @@ def cmd_status_offline(args, out, err) -> int:
     g = inputs.goodput
     mismatch = inputs.identity_warning      # jobs/cli/run_identity.py
     if mismatch:
-        print(f"[jobs] warning: MISMATCH: {mismatch}", file=err, flush=True)
+        print(f"[gke-grpo] warning: MISMATCH: {mismatch}", file=err, flush=True)
     rows = [("run", inputs.run_id), ("run dir", str(inputs.run_dir)),
             ("state", "live (no driver_end yet)" if g.live else "ended")]
     if mismatch:
@@ -145,9 +145,6 @@ def cmd_report(args, out, err) -> int:
     stack_info = spec = None
     if args.out:
         check_output_dir("--out", args.out)
-    if args.stack or args.config_file:
-        stack_info = load_stack(args.stack, args.config_file, err)
-        spec = stack_info.spec
     run = args.run
     if run and Path(run).is_dir() and not args.run_dir:      # Path("") is the current folder
         args.run_dir = run
@@ -155,12 +152,18 @@ def cmd_report(args, out, err) -> int:
     else:
         checked_run_id(run, "RUN")
     run_id = run
-    inputs = report_inputs(args, run_id, stack_info, spec)
-    if inputs is None:
+    # A run directory that is not here is said before the stack is read (that takes seconds).
+    if not args.fetch and run_directory_of(args, run_id) is None:
         from jobs.contract.records import run_dir
         raise UsageError(f"no run directory for {run_id}: {run_dir(run_id)} is not here; give "
                          "--fetch --stack STACK (a copy from the head pod), or copy it yourself "
                          "(docs/metrics-and-report.md) and give --run-dir DIR")
+    if args.stack or args.config_file:
+        stack_info = load_stack(args.stack, args.config_file, err)
+        spec = stack_info.spec
+    inputs = report_inputs(args, run_id, stack_info, spec)
+    if inputs is None:    # pragma: no cover - checked above, and --fetch returns a directory or raises
+        raise UsageError(f"no run directory for {run_id}")
     skipped = inputs.data_warnings()
     if inputs.timeline.empty and inputs.metrics.empty:
         found = f": {'; '.join(skipped[:5])}" if skipped else ""
@@ -171,17 +174,17 @@ def cmd_report(args, out, err) -> int:
         check_output_dir("--out", out_dir)
     warn(skipped, err)
     if inputs.identity_warning:     # also a banner at the top of the page
-        print(f"[jobs] warning: MISMATCH: {inputs.identity_warning}", file=err, flush=True)
+        print(f"[gke-grpo] warning: MISMATCH: {inputs.identity_warning}", file=err, flush=True)
     from jobs.cli.report import build_report
 
     report = build_report(inputs)
     try:
         page = report.write(out_dir)
     except OSError as exc:   # a full disk, a FIFO or a symlink where a file goes
-        print(f"[jobs] error: cannot write the report to {out_dir}: {describe_write_error(exc)}"
+        print(f"[gke-grpo] error: cannot write the report to {out_dir}: {describe_write_error(exc)}"
               + (f" ({exc.filename})" if exc.filename else ""), file=err, flush=True)
         return ExitCode.FAILED
-    print(f"[jobs] wrote {page} ({len(report.figures)} figures): goodput {inputs.goodput.describe()}",
+    print(f"[gke-grpo] wrote {page} ({len(report.figures)} figures): goodput {inputs.goodput.describe()}",
           file=out, flush=True)
     return ExitCode.OK
 
@@ -229,17 +232,17 @@ def cmd_plot(runs: Runs | None, target: Target | None, args, out, err) -> int:
     try:
         path = plot_records(records, args.out, title=title)
     except ValueError as exc:
-        print(f"[jobs] {exc}", file=err, flush=True)
+        print(f"[gke-grpo] {exc}", file=err, flush=True)
         return ExitCode.USAGE
     except OSError as exc:   # a full disk, a FIFO nobody reads
-        print(f"[jobs] error: cannot write the plot to {args.out}: {describe_write_error(exc)}",
+        print(f"[gke-grpo] error: cannot write the plot to {args.out}: {describe_write_error(exc)}",
               file=err, flush=True)
         return ExitCode.FAILED
     unplottable = unplottable_values(records)
     if unplottable:
-        print(f"[jobs] warning: {unplottable} value(s) not drawn: NaN, infinite or beyond "
+        print(f"[gke-grpo] warning: {unplottable} value(s) not drawn: NaN, infinite or beyond "
               f"{MAX_PLOTTED:g}", file=err, flush=True)
-    print(f"[jobs] wrote {path}: {describe_records(records)} [{source}]", file=out, flush=True)
+    print(f"[gke-grpo] wrote {path}: {describe_records(records)} [{source}]", file=out, flush=True)
     return ExitCode.OK
 
 

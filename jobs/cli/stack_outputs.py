@@ -1,4 +1,4 @@
-"""The deployed stack, as the jobs CLI sees it: `pulumi stack output`, else the offline preview.
+"""The deployed stack, as the jobs CLI sees it: `pulumi stack output`, else the stack file offline.
 
     target = stack_target("dev", None, err)        # StackTarget: namespace, head service, run...
     with kubeconfig_file(target.kubeconfig) as path:   # the exported kubeconfig, mode 0600
@@ -9,10 +9,10 @@ The CLI targets what is deployed, not what the stack file says now: it reads
 Pulumi itself does). The format is Pulumi's documented one (docs/cli/commands/pulumi_stack_output,
 read 2026-12-01): one JSON object, output name -> value; --show-secrets prints secret outputs
 (the kubeconfig) in plaintext. Only when Pulumi is not installed or the stack cannot be read does
-it fall back to the stack file, and says so on stderr: then the outputs are those of the offline
-preview (``python -m tools.preview STACK --json``, run as a subprocess: jobs/ imports nothing of
-components/ or tools/), where secrets print as "[secret]", so there is no kubeconfig offline and
-kubectl uses your own.
+it fall back to the stack file, and says so on stderr: then the outputs are computed from the
+validated stack file (``python -m tools.stack_target STACK``, run as a subprocess: jobs/ imports
+nothing of components/ or tools/; the same values __main__.py exports, without running the
+program). There is no kubeconfig offline, so kubectl uses your own.
 
 Standard library only (plus jobs.spec); secrets never appear in messages.
 """
@@ -197,27 +197,52 @@ def _module(module: str, args: Sequence[str], what: str) -> str:
     return _run_tool([sys.executable, "-m", module, *args], what, PREVIEW_TIMEOUT)
 
 
+def _config_file_args(config_file: str | Path | None) -> list[str]:
+    # The tools run in the repository root: a path given relative to the user's directory is
+    # passed on absolute, so it names the same file from anywhere.
+    return ["--config-file", os.path.abspath(config_file)] if config_file else []
+
+
 def offline_outputs(stack: str, config_file: str | Path | None = None) -> dict[str, Any]:
-    """The outputs the offline preview computes from the stack file (secrets: "[secret]")."""
-    args = [stack, "--json", *(["--config-file", str(config_file)] if config_file else [])]
-    what = f"the offline preview of {config_file or f'Pulumi.{stack}.yaml'}"
+    """The outputs the CLI targets a stack by, computed from the stack file alone (`python -m
+    tools.stack_target`: the config validated, and the job preflight run, as `pulumi up` would;
+    no Pulumi program, so about the time reading and validating the file takes)."""
+    args = [stack, *_config_file_args(config_file)]
+    what = f"reading {config_file or f'Pulumi.{stack}.yaml'}"
     try:
-        text = _module("tools.preview", args, what)
+        text = _module("tools.stack_target", args, what)
     except PulumiUnavailable:
         raise
     except StackError as exc:
-        # The preview's own message names the file and every problem: show it alone.
+        # The tool's own message names the file and every problem: show it alone.
         raise StackError(str(exc).removeprefix(f"{what} failed: ").removeprefix("error: ")) from None
-    document = _json_object(text, what)
-    outputs = document.get("outputs")
-    if not isinstance(outputs, dict):
-        raise StackError(f"{what} printed no outputs")
-    return outputs
+    return _json_object(text, what)
+
+
+RAY_CLUSTER_TYPE = "kubernetes:ray.io/v1:RayCluster"
+
+
+def offline_ray_cluster(stack: str, config_file: str | Path | None = None) -> dict[str, Any]:
+    """The RayCluster the program would create from the stack file, as `kubectl get raycluster
+    -o json` shows its spec: from the offline preview (`python -m tools.preview STACK --json`,
+    the whole program under mocks), for `serve --dry-run` without a cluster."""
+    args = [stack, "--json", *_config_file_args(config_file)]
+    what = f"the offline preview of {config_file or f'Pulumi.{stack}.yaml'}"
+    try:
+        text = _module("tools.preview", args, what)
+    except StackError as exc:
+        raise StackError(str(exc).removeprefix(f"{what} failed: ").removeprefix("error: ")) from None
+    resources = _json_object(text, what).get("resources")
+    found = [r for r in resources if isinstance(r, dict) and r.get("type") == RAY_CLUSTER_TYPE] \
+        if isinstance(resources, list) else []
+    if len(found) != 1 or not isinstance((found[0].get("inputs") or {}).get("spec"), dict):
+        raise StackError(f"{what}: no RayCluster in it")
+    return found[0]["inputs"]
 
 
 def offline_spec(stack: str, config_file: str | Path | None = None) -> GrpoSpec:
     """The run spec of a stack file (the command tools/run_spec.py)."""
-    args = [stack, *(["--config-file", str(config_file)] if config_file else [])]
+    args = [stack, *_config_file_args(config_file)]
     what = f"reading {config_file or f'Pulumi.{stack}.yaml'}"
     try:
         text = _module("tools.run_spec", args, what)
@@ -233,7 +258,7 @@ def offline_spec(stack: str, config_file: str | Path | None = None) -> GrpoSpec:
 def stack_target(stack: str | None, config_file: str | Path | None, err: TextIO, *,
                  pulumi: str = "pulumi") -> StackTarget:
     """The deployed stack's target; with --config-file, or when Pulumi cannot give the outputs,
-    the stack file's (offline preview), with a note on stderr saying so."""
+    the stack file's (offline), with a note on stderr saying so."""
     if config_file is None:
         try:
             outputs = deployed_outputs(stack, pulumi)
@@ -241,19 +266,19 @@ def stack_target(stack: str | None, config_file: str | Path | None, err: TextIO,
             if stack is None:
                 raise StackError(f"{exc}; give --stack STACK (the stack file is then read "
                                  "offline) or --address URL") from None
-            print(f"[jobs] {exc}: falling back to the stack file Pulumi.{stack}.yaml (offline "
-                  "preview): what it says now, which may not be what is deployed", file=err, flush=True)
+            print(f"[gke-grpo] {exc}: falling back to the stack file Pulumi.{stack}.yaml (offline): "
+                  "what it says now, which may not be what is deployed", file=err, flush=True)
         else:
             name = stack or selected_stack(pulumi)
             return target_from_outputs(outputs, stack=name, source="deployed",
                                        origin=f"the deployed stack {name or '(selected)'}")
     else:
-        print(f"[jobs] --config-file: targeting {config_file} (offline preview), not the deployed "
+        print(f"[gke-grpo] --config-file: targeting {config_file} (offline), not the deployed "
               "stack", file=err, flush=True)
     assert stack is not None
     outputs = offline_outputs(stack, config_file)
     return target_from_outputs(outputs, stack=stack, source="offline",
-                               origin=f"the offline preview of {config_file or f'Pulumi.{stack}.yaml'}")
+                               origin=f"the stack file {config_file or f'Pulumi.{stack}.yaml'}")
 
 
 @contextlib.contextmanager
@@ -288,7 +313,7 @@ def replacement_report(stack: str, config_file: str | Path | None,
         with os.fdopen(fd, "w") as handle:
             json.dump({k: outputs[k] for k in REPLACEMENT_OUTPUTS if k in outputs}, handle)
         args = [stack, "--deployed-outputs", path,
-                *(["--config-file", str(config_file)] if config_file else [])]
+                *_config_file_args(config_file)]
         what = f"comparing {config_file or f'Pulumi.{stack}.yaml'} with the deployed stack"
         text = _module("tools.replacement_report", args, what)
     finally:

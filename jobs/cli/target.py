@@ -75,7 +75,7 @@ def open_target(args: argparse.Namespace, err: TextIO) -> Iterator[Target]:
 
         namespace, service = stack_info.namespace, stack_info.head_service
         # --kube-context: your own kubeconfig's context; else the stack's exported kubeconfig.
-        print(f"[jobs] port-forward svc/{service} -n {namespace} -> 127.0.0.1 "
+        print(f"[gke-grpo] port-forward svc/{service} -n {namespace} -> 127.0.0.1 "
               f"({stack_info.describe}; kubeconfig: {'the exported one' if exported else 'yours'})",
               file=err, flush=True)
         try:

@@ -10,7 +10,7 @@ manifest.
 An export directory is complete only when its marker exists, parses, and every file it lists
 is there with the size it records: a directory a crash left half-written (no marker) or one
 whose files were changed afterwards is never taken for a finished export. The evaluation
-results sit in the run's directory so that ``jobs report --fetch`` and ``status`` find them with
+results sit in the run's directory so that ``gke-grpo report --fetch`` and ``status`` find them with
 the rest of the run.
 
 Standard library only.

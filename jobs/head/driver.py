@@ -365,7 +365,7 @@ class Driver:
     def after_training(self) -> str:
         """The plan's export and evaluation after a completed trainer, while the run still holds
         its GPUs (stoppable children: the driver itself never connects to Ray). Their failure does
-        not fail the trained run: it is recorded and said, and `jobs export` redoes it."""
+        not fail the trained run: it is recorded and said, and `gke-grpo export` redoes it."""
         said = []
         for name, command in (("export", self.plan.export), ("evaluate", self.plan.evaluate)):
             if command is None:

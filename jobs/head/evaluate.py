@@ -16,7 +16,7 @@ What is evaluated: the base model (the staged snapshot the run started from) and
 complete exports: the newest, and with ``--every-steps M`` every one whose step is a multiple of
 M. Each result is ``<run dir>/eval/<base|step-N>/eval.json`` (+ ``details.jsonl``, one line per
 problem), skipped when one with the same settings exists (idempotent across attempts). A
-``[jobs.evaluate] RESULT {json}`` line per result goes to the log, which ``jobs status`` reads.
+``[jobs.evaluate] RESULT {json}`` line per result goes to the log, which ``gke-grpo status`` reads.
 
 Prompts are the training's: verl's rows of test.parquet carry their chat prompt (the GSM8K
 instruction to answer after "####"); NeMo RL's are ``--prompt-file`` (the run's

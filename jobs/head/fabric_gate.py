@@ -26,7 +26,7 @@ files on /data in parallel streams, fsyncs, drops them from the page cache and r
 GB/s against what the storage should give, warned about below half.
 
 Results: ``<run_dir>/health.json`` (``write_health``) and one ``[health] result {...}`` line in
-the job log (what ``jobs status`` reads back).
+the job log (what ``gke-grpo status`` reads back).
 """
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ def timeout_message(snap: Snapshot, needed: int, timeout: float,
         lines.append(f"  All {_fmt(snap.total)} GPUs have joined but only {_fmt(snap.available)} "
                      "are free: another job or leftover actors hold them. Check "
                      "`ray list jobs` / `ray list actors --filter state=ALIVE` on the head, "
-                     "or `jobs list`, and stop what should not run.")
+                     "or `gke-grpo list`, and stop what should not run.")
     for node in alive:
         name = node.labels.get(NODE_NAME_LABEL)
         lines.append(f"  node {node.address}{f' ({name})' if name else ''}: {_fmt(node.gpus)} "

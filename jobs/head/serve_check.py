@@ -26,14 +26,14 @@ def export_to_serve(run_id: str, step: int | None, root: Path) -> Path:
     except ValueError as exc:
         raise ExportError(str(exc)) from None
     if not runs.is_dir():
-        raise ExportError(f"run {run_id} has no exports under {root} (`jobs export {run_id}` "
+        raise ExportError(f"run {run_id} has no exports under {root} (`gke-grpo export {run_id}` "
                           "writes one)")
     if step is not None:
         target = export_dir(run_id, step, root)
         state = export_state(target)
         if not state.complete:
             raise ExportError(f"cannot serve step {step} of run {run_id}: {state.reason}; "
-                              f"`jobs export {run_id} --step {step}` (re)writes it")
+                              f"`gke-grpo export {run_id} --step {step}` (re)writes it")
         return target
     steps = sorted((s for p in runs.iterdir() for s in [parse_step_label(p.name)] if s is not None),
                    reverse=True)
@@ -41,7 +41,7 @@ def export_to_serve(run_id: str, step: int | None, root: Path) -> Path:
         if export_state(export_dir(run_id, candidate, root)).complete:
             return export_dir(run_id, candidate, root)
     raise ExportError(f"run {run_id} has no complete export under {runs} (steps there: "
-                      f"{', '.join(map(str, sorted(steps))) or 'none'}); `jobs export {run_id}` "
+                      f"{', '.join(map(str, sorted(steps))) or 'none'}); `gke-grpo export {run_id}` "
                       "writes one")
 
 

@@ -14,7 +14,7 @@ that fraction is (k + 1/k)/2 times the least.
     prior_mtbi_seconds(priors, capacity_source, nodes)
     checkpoint_interval_findings(spec, capacity_source, lustre_tier_mbps_per_tib=...)  # preflight
 
-Preflight (before any step ran) uses the priors; `jobs status` and the report use the run's own
+Preflight (before any step ran) uses the priors; `gke-grpo status` and the report use the run's own
 checkpoint times and interruptions (jobs/cli/recovery.py).
 """
 

@@ -1,5 +1,5 @@
 """The Kubernetes manifest of a vLLM OpenAI-compatible server on a run's export: a Deployment of
-one pod on one GPU node of the stack's capacity, and a ClusterIP Service that `jobs serve`
+one pod on one GPU node of the stack's capacity, and a ClusterIP Service that `gke-grpo serve`
 reaches through a port-forward, like the dashboard. Pure: built from the stack's RayCluster spec
 (the live object `kubectl get raycluster -o json` returns, or the program's own), so the pod
 lands where the run's workers land and reads the same /data.

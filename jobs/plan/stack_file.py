@@ -247,6 +247,20 @@ def load_yaml_text(data: bytes, where: str) -> Any:
             loader.dispose()
 
 
+def stack_file_path(root: Path, stack: str, config_file: str | Path | None = None) -> Path:
+    """The file a stack's offline readers read: ``config_file`` as given, else
+    ``root/Pulumi.<stack>.yaml`` (the project root, whatever the current directory). A stack
+    with no file there is a ConfigFileError that lists the stacks that have one."""
+    if config_file:
+        return Path(config_file)
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        stacks = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in root.glob("Pulumi.*.yaml"))
+        raise ConfigFileError(f"no stack {truncate(stack, 40)!r}: {root} has no Pulumi.{truncate(stack, 40)}.yaml; "
+                              f"the stacks here: {', '.join(stacks) or 'none'} (or give --config-file FILE)")
+    return path
+
+
 def read_stack_document(path: Path | str) -> dict[str, Any]:
     """The stack file as a mapping with a ``config:`` mapping (ConfigFileError otherwise)."""
     path = Path(path)

@@ -39,6 +39,17 @@ def variant(request):
     return request.param, result
 
 
+def test_the_offline_target_of_each_variant_is_its_outputs(variant):
+    from components.config import load_stack_config
+    from components.stack_target import TARGET_OUTPUTS, target_outputs
+    from tests.conftest import stack_config
+
+    name, result = variant
+    stack, changes = VARIANTS[name]
+    offline = target_outputs(load_stack_config(*stack_config(stack, changes), stack))
+    assert offline == {k: result.outputs[k] for k in TARGET_OUTPUTS}
+
+
 def test_each_variant_renders_a_valid_ray_cluster_and_class(variant):
     name, result = variant
     sources = int(name.rsplit("-", 1)[1])

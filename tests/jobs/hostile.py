@@ -24,7 +24,7 @@ the service; hang never listens."""
 import json, os, socket, sys, threading, time
 mode, log, die_after = {mode!r}, {log!r}, {die_after!r}
 if "get" in sys.argv[1:6] and "port-forward" not in sys.argv:
-    # `kubectl get rayjobs.ray.io ... -o json` (jobs status/list): kubectl's List, no RayJobs
+    # `kubectl get rayjobs.ray.io ... -o json` (gke-grpo status/list): kubectl's List, no RayJobs
     print(json.dumps({{"apiVersion": "v1", "items": [], "kind": "List", "metadata": {{"resourceVersion": ""}}}}))
     sys.exit(0)
 with open(log, "a") as f:
@@ -33,6 +33,13 @@ with open(log) as f:
     runs = len(f.read().splitlines()) // 2
 if mode == "fail":
     print('error: services "nope-head-svc" not found', file=sys.stderr)
+    sys.exit(1)
+if mode == "no-cluster":   # kubectl 1.3x without a reachable API server: client-go's klog lines first
+    for _ in range(5):
+        print('E1206 04:12:33.123456    4242 memcache.go:265] "Unhandled Error" err="could not get current '
+              'server API group list: dial tcp [::1]:8080: connect: connection refused"', file=sys.stderr)
+    print("The connection to the server localhost:8080 was refused - did you specify the right host "
+          "or port?", file=sys.stderr)
     sys.exit(1)
 if mode == "hang":
     time.sleep(600)

@@ -1,7 +1,7 @@
 """Bad input, round two: every reader of a run's files and every entry point that reads them,
 against hostile files, in one table. The readers: the run plan (``python3 -m jobs.run --plan``),
 events.jsonl and restarts.jsonl, TensorBoard folders and event files, console logs (``plot
---log``), health.json (``jobs health``), and the CLI's own arguments (run ids, --out, --run-dir).
+--log``), health.json (``gke-grpo health``), and the CLI's own arguments (run ids, --out, --run-dir).
 The stack-file reader shares the same core (jobs/contract/safe_files.py); its table is
 tests/jobs/plan/test_stack_file.py.
 
@@ -296,7 +296,7 @@ CLI_CASES: tuple[Case, ...] = (
     Case("plot-run-dir-nothing", lambda t, tmp: ["plot", "--run-dir", str(_run_dir(t, tmp, "tensorboard-to-root")),
                                                  "--out", str(tmp / "p.png")], 2,
          "no TensorBoard step metrics there (tensorboard: leads outside the run directory"),
-    # jobs health: health.json
+    # gke-grpo health: health.json
     Case("health-fifo", lambda t, tmp: ["health", str(_health(tmp, kind="fifo"))], 2,
          "is a FIFO, not a regular health result"),
     Case("health-dev-zero", lambda t, tmp: ["health", "/dev/zero"], 2, "is a character device, not a regular health result"),
@@ -338,7 +338,7 @@ def test_the_jobs_cli(case, template, tmp_path, monkeypatch, capsys):
     assert "Traceback" not in text and "internal error" not in text and PLANTED_TOKEN not in text, text
     if code in (1, 2):
         lines = [line for line in errors.splitlines()
-                 if line.strip() and not line.startswith(("[jobs] warning:", "usage:", "   "))]
+                 if line.strip() and not line.startswith(("[gke-grpo] warning:", "usage:", "   "))]
         assert len(lines) == 1, err.getvalue()
         assert case.phrase in lines[0], lines[0]
         assert len(lines[0]) < 600
@@ -502,7 +502,7 @@ def test_the_cli_with_a_fifo_log_does_not_hang(tmp_path):
     proc = _run(["-m", "jobs", "plot", "--log", str(tmp_path / "console.log"), "--out", str(tmp_path / "p.png")],
                 tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == f"[jobs] error: --log: {tmp_path}/console.log is a FIFO, not a regular console log"
+    assert proc.stderr.strip() == f"[gke-grpo] error: --log: {tmp_path}/console.log is a FIFO, not a regular console log"
 
 
 # ---- the readers' own bounds ----------------------------------------------------------------------

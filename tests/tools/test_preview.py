@@ -148,8 +148,38 @@ def test_warnings_are_one_grouped_line_each():
 def test_the_dev_preview_prints_each_warning_on_one_line():
     done = _run("dev")
     assert done.returncode == 0, done.stderr
-    block = done.stderr.split("\n\n")[0].splitlines()
+    assert done.stderr == ""
+    block = next(part for part in done.stdout.split("\n\n") if " warnings (" in part).splitlines()
     assert block[0].split()[1] == "warnings" and len(block) == int(block[0].split()[0]) + 1
     assert all(len(line) <= 165 for line in block[1:]), block
     detailed = _run("dev", "--details")
-    assert "docker manifest inspect" in detailed.stderr and "docker manifest inspect" not in done.stderr
+    assert "docker manifest inspect" in detailed.stdout and "docker manifest inspect" not in done.stdout
+
+
+def test_the_text_view_reads_top_down(dev_preview):
+    from tools.preview import OUTPUT_MAX, render_text
+
+    text = render_text(dev_preview)
+    lines = text.splitlines()
+    order = [lines.index(next(line for line in lines if line.startswith(head)))
+             for head in ("Previewing update (dev)", "Resources:", "Outputs (", "Capacity plan:",
+                          "Cost estimate:", f"{len(set(dev_preview.warnings))} warnings (", "Next:")]
+    assert order == sorted(order), order
+    assert dev_preview.warnings, "the dev stack warns (Autopilot limits, unconfirmed images)"
+    outputs = lines[order[2] + 1:order[3] - 1]
+    assert {line.split(":")[0].strip() for line in outputs} == set(dev_preview.outputs)
+    assert all(len(line) <= OUTPUT_MAX + 40 for line in outputs), max(outputs, key=len)
+    [identity] = [line for line in outputs if line.strip().startswith("deployedIdentity:")]
+    assert "characters)" in identity and "resources" in identity
+    assert lines[-3].strip().startswith("gke-grpo preflight --stack dev")
+    assert "python -m tools.preview dev --json" in text
+
+
+@pytest.mark.parametrize("value,shown", [
+    ("short", '"short"'), ({"a": 1}, '{"a": 1}'), ([1] * 60, "[60 items] (180 characters)"),
+    ({f"k{i}": "v" * 20 for i in range(9)}, "{9 keys: k0, k1, k2, k3, k4, k5, k6, k7, k8} (270 characters)"),
+    ("x" * 200, '"' + "x" * 59 + "... (202 characters)")])
+def test_a_long_output_is_summarised(value, shown):
+    from tools.preview import output_summary
+
+    assert output_summary(value) == shown

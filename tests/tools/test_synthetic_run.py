@@ -24,3 +24,40 @@ def test_nemo_rl_run(tmp_path):
     m = read_run_metrics(run.path)
     assert m.framework == "nemo-rl" and m.latest().step == 30
     assert read_timeline(run.path).ended
+
+
+def test_without_tensorboard_it_names_make_cli(tmp_path, monkeypatch, capsys):
+    import sys
+
+    import pytest
+
+    from tools.synthetic_run import main
+
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "run")])
+    assert exit_.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "needs the TensorBoard event-file reader" in line and "`make cli`" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_stack_s_run_uses_the_stack_s_capacity_and_has_its_evaluation(tmp_path):
+    import json
+
+    from jobs.cli.eval_results import read_eval_results
+    from jobs.contract.records import EVENTS_FILE
+
+    # dev's only capacity source is Spot: both starts of its run are on Spot.
+    assert synthetic_run.main([str(tmp_path / "run"), "--stack", "dev", "--steps", "30"]) == 0
+    events = [json.loads(line) for line in (tmp_path / "run" / EVENTS_FILE).read_text().splitlines()]
+    starts = [e["capacity_sources"] for e in events if e["event"] == "trainer_start"]
+    assert starts == [{"spot": 2}, {"spot": 2}]
+    # A finished run has its held-out evaluation: the report's headline is not a bare "-".
+    labels = [doc["label"] for doc in read_eval_results(tmp_path / "run")]
+    assert labels == ["base", "step-30"]
+    # Without a stack the run shows a waterfall: Spot, then flex-start after the lost node.
+    run = synthetic_run.write_synthetic_run(tmp_path / "w", total_steps=30, finished=False)
+    events = [json.loads(line) for line in (run.path / EVENTS_FILE).read_text().splitlines()]
+    assert [e["capacity_sources"] for e in events if e["event"] == "trainer_start"] == [{"spot": 2}, {"flexStart": 2}]
+    assert read_eval_results(run.path) == []

@@ -50,7 +50,7 @@ def test_an_area_set_as_secret_shows_no_value():
 
 def test_a_token_in_any_value_is_redacted():
     text = _problems(*stack_config("dev", {"gke-grpo:cluster.name": f"x-{TOKEN}"}))
-    assert "gke-grpo:cluster.name" in text and TOKEN not in text and "[redacted]" in text
+    assert "gke-grpo:cluster.name" in text and TOKEN not in text and "(value hidden)" in text
 
 
 @pytest.mark.parametrize("override", [f"+trainer.hf_token={TOKEN}", "+trainer.hf_token=short",

@@ -1,10 +1,11 @@
-"""`jobs export` and `jobs serve` from the CLI: the export's entrypoint (shell-safe, the deployed
+"""`gke-grpo export` and `gke-grpo serve` from the CLI: the export's entrypoint (shell-safe, the deployed
 plan's options), and serve against a fake kubectl that answers `get raycluster` with the
 program's own RayCluster (the dev golden preview), `apply`, `get pods` and `delete`, and logs
 its argv and stdin."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import sys
@@ -141,3 +142,48 @@ def test_curl_example_is_an_openai_chat_request():
     assert text.startswith("curl -s http://127.0.0.1:5555/v1/chat/completions")
     body = json.loads(text.split("-d '", 1)[1].rstrip("'"))
     assert body["model"] == RUN and body["temperature"] == 0 and body["max_tokens"] == 512
+
+
+@pytest.fixture
+def offline_preview_of_dev(monkeypatch, dev_preview):
+    """`python -m tools.preview dev --json` answered with the cached dev preview (no subprocess)."""
+    from jobs.cli import stack_outputs
+    from tools.preview import render_json
+
+    asked = []
+
+    def module(name, args, what):
+        asked.append([name, *args])
+        assert name == "tools.preview" and args[:2] == ["dev", "--json"]
+        return render_json(dev_preview)
+
+    monkeypatch.setattr(stack_outputs, "_module", module)
+    return asked
+
+
+def test_serve_dry_run_needs_no_cluster_offline(stack, offline_preview_of_dev, monkeypatch):
+    import yaml
+
+    offline = dataclasses.replace(stack, source="offline")
+    monkeypatch.setattr(export_serve, "load_stack", lambda *args: offline)
+    code, out, err = run("serve", RUN, "--dry-run", "--stack", "dev", "--kubectl", "/nonexistent/kubectl")
+    assert code == 0, err
+    assert offline_preview_of_dev == [["tools.preview", "dev", "--json"]]
+    deployment, service = yaml.safe_load_all(out)
+    assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
+    assert "&id" not in out and "*id" not in out        # every object written out, no YAML aliases
+
+
+def test_serve_dry_run_of_an_unreachable_deployed_stack_says_so_in_one_line(tmp_path, stack, offline_preview_of_dev):
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(f"#!{sys.executable}\nimport sys\n"
+                       "print('E1206 04:12:33.123456   4242 memcache.go:265] \"Unhandled Error\" err=\"x\"', file=sys.stderr)\n"
+                       "print('The connection to the server localhost:8080 was refused', file=sys.stderr)\n"
+                       "sys.exit(1)\n")
+    kubectl.chmod(0o755)
+    code, out, err = run("serve", RUN, "--dry-run", "--stack", "dev", "--kubectl", str(kubectl))
+    assert code == 0, err
+    [line] = err.splitlines()
+    assert line.startswith("[gke-grpo] the deployed RayCluster could not be read (kubectl get raycluster "
+                           "failed (exit 1): The connection to the server localhost:8080 was refused)")
+    assert "memcache" not in err and out.startswith("apiVersion: apps/v1")

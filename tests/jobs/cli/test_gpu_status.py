@@ -1,4 +1,4 @@
-"""`jobs status`'s GPU rows (jobs/cli/gpu_status.py), the capacity source of a node's labels
+"""`gke-grpo status`'s GPU rows (jobs/cli/gpu_status.py), the capacity source of a node's labels
 (jobs/contract/capacity.py) and a run's cost priced per source (jobs/cli/run_cost.py), from the
 shapes Ray 2.54's dashboard returns (``GET /api/v0/nodes?detail=1``: {"data": {"result":
 {"result": [...]}}}) and the lines the gang holder prints. Against a real Ray autoscaler:

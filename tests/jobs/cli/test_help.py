@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from jobs.cli import main as cli
 from jobs.cli import preflight as preflight_cli
 from jobs.cli.main import PROG, build_parser
 
@@ -51,3 +52,11 @@ def test_preflight_takes_s(capsys):
     # -s parses (the stack file of a stack that does not exist: a usage error, not a parse error)
     assert preflight_cli.main(["-s", "no-such-stack"]) == 2
     assert "unrecognized arguments" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["status", "submit", "report", "serve", "preflight"])
+def test_a_bad_option_of_a_subcommand_prints_that_subcommand_s_usage(command, capsys):
+    assert cli.main([command, *({"report": ["r-1234abcd"], "preflight": ["-s", "dev"]}.get(command, [])), "--bogus"]) == 2
+    err = capsys.readouterr().err
+    assert f"usage: gke-grpo {command}" in err and f"gke-grpo {command}: error:" in err
+    assert "--bogus" in err and "COMMAND ..." not in err

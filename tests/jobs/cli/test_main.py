@@ -207,6 +207,18 @@ def test_port_forward_errors_are_clear_and_bounded(tmp_path):
         pass
 
 
+def test_kubectl_s_noise_never_reaches_the_user(tmp_path):
+    kubectl, _ = fake_kubectl(tmp_path, "no-cluster")
+    err = io.StringIO()
+    code = cli.main(["list", "--stack", "dev", "--kubectl", str(kubectl)], out=io.StringIO(), err=err)
+    assert code == ExitCode.DASHBOARD_UNREACHABLE
+    lines = err.getvalue().splitlines()
+    assert not any("memcache.go" in line or line.startswith("E1206") for line in lines), lines
+    [error] = [line for line in lines if line.startswith("[gke-grpo] error:")]
+    assert ("exited with code 1: The connection to the server localhost:8080 was refused - did you "
+            "specify the right host or port?; check the cluster credentials") in error
+
+
 def test_cli_port_forward_failure_is_exit_4(tmp_path):
     kubectl, _ = fake_kubectl(tmp_path, "fail")
     err = io.StringIO()

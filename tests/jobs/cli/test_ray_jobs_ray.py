@@ -84,7 +84,7 @@ else:
                f"checkpoints: /data/checkpoints/{spec.run_id}" in out
         assert "[wait_for_gpus] ready: 2 GPUs available" in out          # the job's own log
         assert "step:2 - critic/score/mean:np.float64(0.5)" in out
-        assert f"[jobs] {spec.submission_id(1)}: SUCCEEDED" in err
+        assert f"[gke-grpo] {spec.submission_id(1)}: SUCCEEDED" in err
         assert "step 2, reward 0.5000, response length 200.0" in err      # parsed while following
 
         from ray.job_submission import JobSubmissionClient
@@ -192,7 +192,7 @@ else:
         entry = py("import sys\nfor i in range(1, 61):\n    print(f'tail-line-{i:03d}')\nsys.exit(7)")
         code, out, err = cli_run(["submit", *where, "--status-every", "30"], entry)
         assert code == ExitCode.FAILED, out + err
-        assert f"[jobs] {spec.submission_id(1)} FAILED" in err and "exit code 7" in err
+        assert f"[gke-grpo] {spec.submission_id(1)} FAILED" in err and "exit code 7" in err
         tail = err.split("log lines:", 1)[1]
         assert "tail-line-060" in tail and "tail-line-001" not in tail
         assert 45 <= tail.count("tail-line-") <= 50

@@ -1,4 +1,4 @@
-"""Recoveries and the checkpoint advice in `jobs status` and the report (jobs/cli/recovery.py), on
+"""Recoveries and the checkpoint advice in `gke-grpo status` and the report (jobs/cli/recovery.py), on
 a run directory in the driver's format (tools/synthetic_run.py: a node loss at step 27, a
 checkpoint every 10 steps of ~35 s, steps of ~70 s)."""
 

@@ -176,3 +176,16 @@ def test_status_from_the_run_directory_with_the_stack_config(run):
     assert code == 0, err
     cost = dict(line.split(None, 1) for line in out.strip().splitlines())["cost"]
     assert "USD so far" in cost and "node-hours" in cost and "preview estimate" in cost
+
+
+def test_a_missing_run_directory_is_said_before_the_stack_is_read(monkeypatch, tmp_path):
+    from jobs.cli import run_directory_commands
+
+    def no_stack(*args):
+        raise AssertionError("the stack was read for a run that is not here")
+
+    monkeypatch.setattr(run_directory_commands, "load_stack", no_stack)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("report", "somerun-1234abcd", "--stack", "dev")
+    assert code == 2 and out == ""
+    assert "no run directory for somerun-1234abcd" in err and "AssertionError" not in err

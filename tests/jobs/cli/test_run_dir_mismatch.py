@@ -51,13 +51,13 @@ def test_status_of_another_stacks_run_is_marked_loudly(dev_run):
     warning = _rows(out)["WARNING"]
     assert warning.startswith("MISMATCH: ") and f"is not stack prod's run ({prod_run})" in warning
     assert "the costs use stack prod's machine rates" in warning
-    assert "[jobs] warning: MISMATCH" in err
+    assert "[gke-grpo] warning: MISMATCH" in err
 
 
 def test_report_of_another_stacks_run_warns(dev_run, tmp_path):
     code, _, err = run_cli("report", str(dev_run.path), "--stack", "prod", "--out", str(tmp_path / "r"))
     assert code == 0, err
-    assert "[jobs] warning: MISMATCH" in err and dev_run.path.name in err
+    assert "[gke-grpo] warning: MISMATCH" in err and dev_run.path.name in err
     assert 'id="stack-mismatch"' in (tmp_path / "r" / "report.html").read_text()   # the banner
 
 

@@ -117,7 +117,7 @@ def test_without_pulumi_the_stack_file_is_the_fallback_and_it_says_so(no_pulumi,
     assert target.run_id == dev_offline["runId"] == target.spec.run_id
     assert target.kubeconfig is None            # the preview prints secrets as "[secret]"
     assert "pulumi is not installed" in err.getvalue()
-    assert "falling back to the stack file Pulumi.dev.yaml (offline preview)" in err.getvalue()
+    assert "falling back to the stack file Pulumi.dev.yaml (offline)" in err.getvalue()
 
 
 def test_a_stack_pulumi_does_not_know_falls_back_with_pulumis_reason(tmp_path, monkeypatch, deployed):
@@ -145,7 +145,7 @@ def test_a_config_file_is_offline_even_with_pulumi(pulumi_on_path, tmp_path):
     err = io.StringIO()
     target = stack_target("dev", str(path), err)
     assert target.source == "offline" and stand_in_pulumi.calls(log) == []
-    assert f"--config-file: targeting {path} (offline preview), not the deployed stack" in err.getvalue()
+    assert f"--config-file: targeting {path} (offline), not the deployed stack" in err.getvalue()
 
 
 def test_the_kubeconfig_file_is_private_and_removed():

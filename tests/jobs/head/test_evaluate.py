@@ -2,7 +2,7 @@
 GSM8K's test split as data staging wrote it, the training's prompts, the run's reward rule,
 eval.json with its 95% interval and every sampling parameter, idempotent; then the whole path
 after a completed trainer through the run driver (export, evaluation, records) and what
-`jobs status` and the report show of it."""
+`gke-grpo status` and the report show of it."""
 
 from __future__ import annotations
 

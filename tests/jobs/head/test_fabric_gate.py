@@ -1,7 +1,7 @@
 """The health gate's pure parts (jobs/head/fabric_gate.py): nccl-tests' bus-bandwidth arithmetic checked on
 rows copied from the anchors' published nccl-tests output, the thresholds and their sources, the
 localisation of a slow node, NCCL's NIC lines, the storage probe on a real directory, and the
-results as health.json, the job log and `jobs status` show them. The orchestration on a real Ray
+results as health.json, the job log and `gke-grpo status` show them. The orchestration on a real Ray
 cluster is tests/jobs/head/test_fabric_gate_ray.py."""
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ else:
         assert any("storage write" in w and "below 50%" in w for w in result.warnings)
         assert list((tmp_path / "probe").iterdir()) == []          # probe files removed
 
-        # what the job log carries is what `jobs status` shows
+        # what the job log carries is what `gke-grpo status` shows
         logged = health_from_log(out.getvalue())
         assert logged["passed"] is True and logged["checks"] == doc["checks"]
         rows = dict(health_status_rows(logged)[:1])
@@ -265,7 +265,7 @@ else:
         assert [b["probe_module_imported"] for b in doc["placement"]["bundles"]] == [False, False]
 
     def test_gate_as_a_ray_job_and_jobs_status_shows_its_result(cluster, tmp_path):
-        """The gate run the way the run driver runs on the head: inside a Ray job. `jobs status`
+        """The gate run the way the run driver runs on the head: inside a Ray job. `gke-grpo status`
         (jobs/cli/main.py) reads the gate's result line back from that job's log."""
         from jobs.cli import main as cli
         from jobs.cli.ray_jobs import Runs

@@ -13,7 +13,7 @@ What it shows:
   autoscaler's period; a stopped run releases them too; a request outlives the process that made
   it (which is why the driver's holder must clear it);
 - a gang the group cannot hold ends at once with exit 17, not a hang;
-- `jobs status` shows the workers up/requested, then releasing.
+- `gke-grpo status` shows the workers up/requested, then releasing.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import json
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,7 +77,7 @@ def test_the_jobs_cli_refuses_with_exit_2(case, hostile):
     assert code == 2
     # The CLI says first that it targets the file offline (docs/jobs-cli.md), then refuses.
     note, _, refusal = err.getvalue().partition("\n")
-    assert note.startswith("[jobs] --config-file: targeting ") and "offline preview" in note
+    assert note.startswith("[gke-grpo] --config-file: targeting ") and "(offline)" in note
     _assert_refusal(refusal, hostile[case.name], case.phrase)
 
 
@@ -161,3 +162,15 @@ def test_the_learning_rate_written_as_the_config_reference_writes_it_is_accepted
     except StackFileError as err:
         raise AssertionError(str(err)) from None
     assert config.job.learning_rate == 1e-6
+
+
+def test_an_unknown_stack_lists_the_stacks_there_are(tmp_path):
+    from jobs.plan.stack_file import stack_file_path
+
+    for name in ("dev", "prod"):
+        (tmp_path / f"Pulumi.{name}.yaml").write_text("config: {}\n")
+    assert stack_file_path(tmp_path, "dev") == tmp_path / "Pulumi.dev.yaml"
+    assert stack_file_path(tmp_path, "deev", "other.yaml") == Path("other.yaml")
+    with pytest.raises(ConfigFileError) as err:
+        stack_file_path(tmp_path, "deev")
+    assert "no stack 'deev'" in str(err.value) and "the stacks here: dev, prod" in str(err.value)
