@@ -168,13 +168,31 @@ def stack_preview(request) -> PreviewResult:
     return _cached(request.param)
 
 
+# Markers for choosing a fast subset while working (docs/development.md "Tests and CI"), given by
+# module so that a new test in these files is marked too; `ray` is given to every module that
+# declares an inner run (tests/jobs/ray_head.py InnerRun).
+MARKED_MODULES = {
+    "toolchain": ("tests/test_linters.py", "tests/test_layers.py", "tests/test_security_scan.py",
+                  "tests/test_workflows.py", "tests/test_policy_pack.py"),
+    "properties": ("tests/test_config_properties.py",),
+}
+
+
+@pytest.hookimpl(tryfirst=True)        # before `-m` deselects by marker
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The Ray modules' outer tests only wait for their inner runs (``INNER.check()``): they go
+    """Marks (MARKED_MODULES, `ray`), then the Ray modules' outer tests only wait for their inner runs (``INNER.check()``): they go
     last, so that the rest of the suite runs while the inner runs go on in the background, instead
     of waiting at the first of them with a core half idle (measured in CI's run of 0c37df6: the
     main process waited 12 of the suite's 28 minutes; with them last the suite took 22)."""
     from tests.jobs import ray_head
 
+    for item in items:
+        path = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else ""
+        for marker, modules in MARKED_MODULES.items():
+            if path in modules:
+                item.add_marker(marker)
+        if isinstance(getattr(getattr(item, "module", None), "INNER", None), ray_head.InnerRun):
+            item.add_marker("ray")
     if ray_head.inside_namespace():
         return
     waiting = [item for item in items
@@ -189,30 +207,43 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     (tests/jobs/ray_head.py, ``InnerRun``)."""
     if session.config.option.collectonly:
         return
+    from tests import background
     from tests.jobs import ray_head
 
-    inner_runs = []
+    inner_runs, commands, modules = [], [], []
     for item in session.items:
-        inner = getattr(getattr(item, "module", None), "INNER", None)
+        module = getattr(item, "module", None)
+        if module is None or module in modules:
+            continue
+        modules.append(module)
+        inner = getattr(module, "INNER", None)
         if isinstance(inner, ray_head.InnerRun):
             inner_runs.append(inner)
+        commands += [value for value in vars(module).values() if isinstance(value, background.Command)]
+        commands += [value for values in vars(module).values() if isinstance(values, dict)
+                     for value in values.values() if isinstance(value, background.Command)]
     ray_head.start_in_background(inner_runs)
+    if not ray_head.inside_namespace():
+        background.start(commands)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from tests import background
     from tests.jobs import ray_head
 
     ray_head.stop_background()
+    background.stop()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Where the suite's time went, printed (never asserted): the previews computed and served from
     the cache, and each inner Ray run (namespace) with its time and bound."""
+    from tests import background
     from tests.jobs import ray_head
 
     if ray_head.inside_namespace():
         return
     terminalreporter.write_sep("-", "suite timing")
     terminalreporter.write_line(f"offline previews: {PREVIEWS.runs} computed, {PREVIEWS.hits} served from the cache")
-    for line in ray_head.background_summary():
+    for line in [*ray_head.background_summary(), *background.summary()]:
         terminalreporter.write_line(line)

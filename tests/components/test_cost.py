@@ -6,6 +6,7 @@ import pytest
 
 from components.config import load_stack_config
 from components.cost import describe, estimate_cost, load_prices
+from tests.background import PREVIEW_TREE
 from tests.conftest import stack_config
 
 P = "gke-grpo:"
@@ -67,10 +68,5 @@ def test_lustre_tier_with_a_price():
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_tree_preview_prints_the_estimate(stack):
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-    run = subprocess.run([sys.executable, "-m", "tools.preview", stack], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    run = PREVIEW_TREE[stack].result()          # `python -m tools.preview STACK`, run once for the suite
     assert "Cost estimate:" in run.stdout and "per hour" in run.stdout

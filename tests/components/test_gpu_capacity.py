@@ -46,7 +46,16 @@ def _capacity(autopilot: bool, gpu: GpuConfig):
 
 
 def _gpu(**fields) -> GpuConfig:
-    return GpuConfig.model_validate_json(json.dumps({"type": "nvidia-b200", "nodes": 2, **fields}))
+    # As the loader hands an area to its model (components/config/loader.py): lists as tuples.
+    return GpuConfig.model_validate(_as_tuples({"type": "nvidia-b200", "nodes": 2, **fields}))
+
+
+def _as_tuples(value):
+    if isinstance(value, list):
+        return tuple(_as_tuples(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _as_tuples(item) for key, item in value.items()}
+    return value
 
 
 def test_standard_pool_from_its_own_args():

@@ -266,6 +266,12 @@ def stop_background() -> None:
     _BACKGROUND.stop()
 
 
+def background_pids() -> set[int]:
+    """The processes of the inner runs running now (children of this process, as tests that look
+    for leftover children see them)."""
+    return {proc.pid for proc in list(_BACKGROUND.running)}
+
+
 def background_summary() -> list[str]:
     """One line per inner run that finished: its modules, time, bound and exit."""
     lines = []

@@ -65,21 +65,60 @@ def bounded(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def leftovers() -> tuple[set[int], set[int]]:
-    """This process's children and the TCP ports listening in this network namespace."""
-    children = set()
+def _become_subreaper() -> None:
+    """Orphans of the processes these tests start (a relay whose parent was killed) are re-parented
+    to this process instead of PID 1, so `leftovers` still sees them as children."""
+    import ctypes
+
+    pr_set_child_subreaper = 36          # linux/prctl.h
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
+_become_subreaper()
+
+
+def _parents() -> dict[int, int]:
+    """{pid: parent pid} of every live (not zombie) process."""
+    parents = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            with contextlib.suppress(OSError, IndexError):
+            with contextlib.suppress(OSError, IndexError, ValueError):
                 fields = Path(f"/proc/{entry}/stat").read_text().rsplit(") ", 1)[1].split()
-                if int(fields[1]) == os.getpid() and fields[0] not in ("Z", "X"):
-                    children.add(int(entry))
+                if fields[0] not in ("Z", "X"):
+                    parents[int(entry)] = int(fields[1])
+    return parents
+
+
+def leftovers() -> tuple[set[int], set[int]]:
+    """This process's children and the TCP ports that this process or its descendants listen on.
+    Not counted: the suite's own background inner runs and commands (tests/jobs/ray_head.py,
+    tests/background.py), which come and go
+    while these tests run, and the ports of processes that are not ours (another suite running
+    beside this one)."""
+    from tests import background
+    from tests.jobs import ray_head
+
+    parents = _parents()
+    children = {pid for pid, parent in parents.items() if parent == os.getpid()} - ray_head.background_pids() - background.pids()
+    ours, frontier = {os.getpid()}, set(children)
+    while frontier:
+        ours |= frontier
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - ours
+    sockets = set()
+    for pid in ours:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith("socket:["):
+                        sockets.add(target[len("socket:["):-1])
     ports = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError):
             for row in Path(table).read_text().splitlines()[1:]:
                 fields = row.split()
-                if fields[3] == "0A":
+                if fields[3] == "0A" and fields[9] in sockets:
                     ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return children, ports
 

@@ -71,7 +71,9 @@ def test_nemo_rl_rule_on_hard_cases(response, truth, verl, nemo):
 _ANSWERISH = st.text(alphabet="0123456789-.,$# \nabc\\{}boxed", max_size=40)
 
 
-@settings(max_examples=300, deadline=None)
+# Example budget: 200, for about 18 s of the suite (0.09 s per example, measured 2026-12-06 on the
+# 2-core machine with another suite running beside it).
+@settings(max_examples=200, deadline=None)
 @given(prefix=st.text(max_size=350), tail=_ANSWERISH, truth=st.sampled_from(["18", "-5", "1234", "0.5"]))
 def test_verl_port_equals_verl_on_arbitrary_text(prefix, tail, truth):
     compute_score = verl_gsm8k_scorer()
