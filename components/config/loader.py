@@ -21,6 +21,7 @@ from components.config.models import (
     StorageConfig,
     _Area,
 )
+from components.config.models.base import lists_to_tuples
 from components.config.patterns import _PROJECT_ID, _REGION
 from components.config.problems import (
     _ABSENT,
@@ -160,7 +161,7 @@ _TOO_DEEP = "nested too deeply: no key of the stack config nests more than a few
 def _parse_object(area: str, raw_value: dict, problems: list[Problem]) -> _ParsedArea:
     model = AREAS[area]
     # Stack files are YAML: lists arrive as lists; strict mode would refuse them for tuples.
-    given = _lists_to_tuples(raw_value)
+    given = lists_to_tuples(raw_value)
     remaining = given
     reported: set[tuple] = set()
     broke_a_rule: set[tuple] = set()     # paths dropped for a single-field rule only
@@ -200,14 +201,6 @@ def _parse_object(area: str, raw_value: dict, problems: list[Problem]) -> _Parse
                     path = path[:-1]     # already gone (required): drop what holds it
             if not changed:
                 return _ParsedArea(None, (f"{PROJECT}:{area}",))
-
-
-def _lists_to_tuples(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_lists_to_tuples(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _lists_to_tuples(v) for k, v in value.items()}
-    return value
 
 
 def load_stack_config(

@@ -207,7 +207,10 @@ class _Forward:
     def stop(self) -> None:
         self.stopping.set()
         if self.watcher is not None and self.watcher is not threading.current_thread():
-            self.watcher.join(timeout=15)
+            # A signal inside Thread.start() leaves a watcher not yet marked started (join would
+            # raise): it sees `stopping` as soon as it runs, and ends.
+            with contextlib.suppress(RuntimeError):
+                self.watcher.join(timeout=15)
         with self.lock:
             proc = self.proc
         if proc is not None:

@@ -25,6 +25,17 @@ class _Area(BaseModel):
     @classmethod
     def _no_credential(cls, value: Any, info: ValidationInfo) -> Any:
         # Before the field's own type: a token is refused as a credential, whatever else is wrong.
-        if info.field_name in _OWN_CREDENTIAL_RULE:
-            return value
-        return refuse_credentials(value, info)
+        if info.field_name not in _OWN_CREDENTIAL_RULE:
+            refuse_credentials(value, info)
+        # What a before-validator returns is validated as Python input, where strict mode takes
+        # no list for a tuple: a JSON array (model_validate_json) arrives here as a list.
+        return lists_to_tuples(value)
+
+
+def lists_to_tuples(value: Any) -> Any:
+    """Lists (YAML's and JSON's arrays) as tuples, deep: the models' sequences are tuples."""
+    if isinstance(value, list):
+        return tuple(lists_to_tuples(v) for v in value)
+    if isinstance(value, dict):
+        return {k: lists_to_tuples(v) for k, v in value.items()}
+    return value
