@@ -67,8 +67,11 @@ preview: $(PROGRAM_STAMP)  ## the dev stack's offline preview: what it creates, 
 preview-prod: $(PROGRAM_STAMP)  ## the same for prod
 	$(BIN)/python -m tools.preview prod
 
+# One xdist worker per core, a test module per worker at a time (--dist loadfile: a module's cached
+# previews stay in one process); the Ray inner runs and background commands start once, in the
+# controller (tests/handoff.py). docs/development.md says how to run a part of it.
 test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)  ## the whole suite; CI runs exactly this
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --numprocesses=auto --dist=loadfile
 
 golden: $(STAMP)  ## regenerate tests/golden/*.json on purpose, then review the diff
 	$(BIN)/python -m tools.golden

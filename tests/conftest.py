@@ -201,49 +201,99 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items[:] = [item for item in items if item not in waiting] + waiting
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the inner runs of the selected Ray test modules (each declares ``INNER``) in the
-    background: they run in their own namespaces while the rest of the suite runs here
-    (tests/jobs/ray_head.py, ``InnerRun``)."""
-    if session.config.option.collectonly:
-        return
+def _background_work(modules: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The inner Ray runs (``INNER``) and background commands (tests/background.py) that the given
+    test modules declare at module level."""
     from tests import background
     from tests.jobs import ray_head
 
-    inner_runs, commands, modules = [], [], []
-    for item in session.items:
-        module = getattr(item, "module", None)
-        if module is None or module in modules:
-            continue
-        modules.append(module)
+    inner_runs, commands = [], []
+    for module in modules:
         inner = getattr(module, "INNER", None)
         if isinstance(inner, ray_head.InnerRun):
             inner_runs.append(inner)
-        commands += [value for value in vars(module).values() if isinstance(value, background.Command)]
-        commands += [value for values in vars(module).values() if isinstance(values, dict)
-                     for value in values.values() if isinstance(value, background.Command)]
+        for value in vars(module).values():
+            values = value.values() if isinstance(value, dict) else (value,)
+            commands += [each for each in values if isinstance(each, background.Command)]
+    return inner_runs, commands
+
+
+def _start_background_work(modules: list[Any]) -> None:
+    from tests import background
+    from tests.jobs import ray_head
+
+    inner_runs, commands = _background_work(modules)
     ray_head.start_in_background(inner_runs)
-    if not ray_head.inside_namespace():
-        background.start(commands)
+    background.start(commands)
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests import handoff
+    from tests.jobs import ray_head
+
+    if not _is_xdist_worker(config) and not ray_head.inside_namespace():
+        handoff.create_shared_folder()      # before xdist starts its workers: they inherit it
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the background work of the selected modules (Ray inner runs in their own namespaces,
+    background commands) while the rest of the suite runs here. Under xdist the controller does
+    that once, when the workers have collected (below); a worker starts nothing."""
+    from tests.jobs import ray_head
+
+    if session.config.option.collectonly or _is_xdist_worker(session.config) or ray_head.inside_namespace():
+        return
+    modules: list[Any] = []
+    for item in session.items:
+        module = getattr(item, "module", None)
+        if module is not None and module not in modules:
+            modules.append(module)
+    _start_background_work(modules)
+
+
+_XDIST_STARTED: list[bool] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """xdist's controller: the first worker's collection names the selected tests (every worker
+    collects the same); their modules' background work starts here, once for the test run."""
+    import importlib
+
+    if _XDIST_STARTED or node.config.option.collectonly:
+        return
+    _XDIST_STARTED.append(True)
+    files = dict.fromkeys(test_id.split("::", 1)[0] for test_id in ids)
+    modules = [importlib.import_module(".".join(Path(file).with_suffix("").parts)) for file in files]
+    _start_background_work(modules)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    from tests import background
+    from tests import background, handoff
     from tests.jobs import ray_head
 
     ray_head.stop_background()
     background.stop()
+    if not ray_head.inside_namespace():
+        worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
+        handoff.publish_counts(f"previews-{worker}", {"computed": PREVIEWS.runs, "served": PREVIEWS.hits})
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Where the suite's time went, printed (never asserted): the previews computed and served from
     the cache, and each inner Ray run (namespace) with its time and bound."""
-    from tests import background
+    from tests import background, handoff
     from tests.jobs import ray_head
 
     if ray_head.inside_namespace():
         return
     terminalreporter.write_sep("-", "suite timing")
-    terminalreporter.write_line(f"offline previews: {PREVIEWS.runs} computed, {PREVIEWS.hits} served from the cache")
+    counts = handoff.summed_counts()       # every worker's (tests/handoff.py), or this process's
+    terminalreporter.write_line(f"offline previews: {counts.get('computed', 0)} computed, "
+                                f"{counts.get('served', 0)} served from the cache")
     for line in [*ray_head.background_summary(), *background.summary()]:
         terminalreporter.write_line(line)

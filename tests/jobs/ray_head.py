@@ -16,6 +16,7 @@ The test module re-runs itself with pytest under
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -78,6 +79,9 @@ def namespace_command(pytest_args: list[str]) -> list[str]:
 # An inner run may take this many times its measured time before it is stopped: the times below were
 # measured with a second suite on the machine, and a slower or busier machine must still pass.
 BOUND_MARGIN = 2.0
+# Every InnerRun declared in this process (its module imported): a worker waiting for a result
+# started elsewhere waits at most for all of their bounds.
+INNER_RUNS_SEEN: list[InnerRun] = []
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,9 @@ class InnerRun:
     needs: str
     measured_seconds: float
     own_head: bool = False
+
+    def __post_init__(self) -> None:
+        INNER_RUNS_SEEN.append(self)
 
     @property
     def bound(self) -> int:
@@ -237,15 +244,28 @@ class _Background:
             return      # nothing to run, or each outer test skips (fails in CI) on its own
         self.pool = ThreadPoolExecutor(max_workers=NAMESPACES_AT_ONCE, thread_name_prefix="ray-namespace")
         for group in self.groups(inner_runs):
-            future = self.pool.submit(_run_group, group, self.running)
+            for inner in group:
+                _handoff().mark_started(inner.key)
+            future = self.pool.submit(self._run_and_publish, group)
             for inner in group:
                 self.futures[inner.key] = future
 
+    def _run_and_publish(self, group: list[InnerRun]) -> GroupResult:
+        result = _run_group(group, self.running)
+        for inner in group:
+            _handoff().publish(inner.key, dataclasses.asdict(result))
+        return result
+
     def result(self, inner: InnerRun) -> GroupResult:
         future = self.futures.get(inner.key)
-        if future is None:        # not started with the session (a module run by hand)
-            return _run_group([inner], self.running)
-        return future.result()
+        if future is not None:
+            return future.result()
+        # Started by the xdist controller (tests/handoff.py): wait for its result file; the
+        # groups run NAMESPACES_AT_ONCE at a time, so wait for every bound at most.
+        published = _handoff().wait_for(inner.key, sum(run.bound for run in INNER_RUNS_SEEN) + 60)
+        if published is not None:
+            return GroupResult(**published)
+        return _run_group([inner], self.running)     # a module run by hand: nobody started it
 
     def stop(self) -> None:
         """The session ended (or was interrupted): nothing of ours keeps running."""
@@ -253,6 +273,14 @@ class _Background:
             self.pool.shutdown(wait=False, cancel_futures=True)
         for proc in list(self.running):
             proc.kill()
+
+
+def _handoff():  # the module tests.handoff
+    # Imported here, not at the top: this file is also the namespace's PID 1 (`init` below), run
+    # as a script, where the checkout is not on sys.path (and `tests` may name another package's).
+    from tests import handoff
+
+    return handoff
 
 
 _BACKGROUND = _Background()
