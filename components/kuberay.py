@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS, head_code_mount
 from components.kuberay_crds import crd_files
 from components.node_labels import cluster_role, cluster_role_binding
+from components.ray_autoscaler import load_autoscaler_settings
 from components.ray_cluster_updates import replacement_message, replacement_options
 from components.ray_pods import (
     DASHBOARD_PORT,
@@ -106,6 +107,22 @@ class KubeRayArgs:
     # they need to create a ServiceAccount themselves"), so the RayCluster waits for it.
     pod_service_account: pulumi.Resource | None = None
     gpu_capacity_resources: list[pulumi.Resource] = dataclasses.field(default_factory=list)
+    # Said on every preview: a configured allocate timeout that leaves a node's bring-up out.
+    autoscaler_note: str | None = None
+
+
+def allocate_timeout_note(allocate_timeout_seconds: int, gpu_wait_seconds: int) -> str | None:
+    """A warning when the allocate timeout covers the GPU wait (the config refuses less) but not
+    the wait plus a GPU node's bring-up: a worker granted late in the wait may be recycled."""
+    settings = load_autoscaler_settings()
+    needed = gpu_wait_seconds + settings.bring_up_seconds
+    if allocate_timeout_seconds >= needed:
+        return None
+    return (f"kuberay.autoscaler.allocateTimeoutSeconds ({allocate_timeout_seconds}) is shorter than "
+            f"job.gpuWaitSeconds + a GPU node's bring-up ({gpu_wait_seconds} + "
+            f"{settings.bring_up_seconds} = {needed} s, data/ray-autoscaler-settings.yaml): a GPU "
+            "worker whose node arrives late in the GPU wait may be deleted and recreated by the Ray "
+            "autoscaler before it joins")
 
 
 def image_row(config: StackConfig) -> ImageRow:
@@ -134,6 +151,7 @@ def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeClus
         gpu_nodes=config.gpu.nodes, gpus_per_node=config.gpus_per_node,
         nccl_tuner_file=config.shape.nccl_tuner_file, rdma_nics=config.shape.rdma_nics,
         operator=config.kuberay.operator, helm_chart_version=config.helm_chart_version,
+        autoscaler_allocate_timeout_seconds=config.autoscaler_allocate_timeout_seconds,
         head_node_selector=cluster.head_node_selector,
         gpu_node_selector=capacity.pod_node_selector, gpu_tolerations=capacity.pod_tolerations,
         storage=storage.pods)
@@ -147,7 +165,9 @@ def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeClus
         rdma_subnets=list(networks.rdma_subnets), gpu_node_pool=capacity.node_pool,
         storage_claims=storage.pods.claims, hf_token=hf_token, wandb_api_key=wandb_api_key,
         head_code=head_code, pod_service_account=storage.service_account,
-        gpu_capacity_resources=capacity.placement_dependencies)
+        gpu_capacity_resources=capacity.placement_dependencies,
+        autoscaler_note=allocate_timeout_note(config.autoscaler_allocate_timeout_seconds,
+                                              config.job.gpu_wait_seconds))
 
 
 class KubeRay(pulumi.ComponentResource):
@@ -190,6 +210,8 @@ class KubeRay(pulumi.ComponentResource):
             pulumi.log.warn(ADDON_AUTOSCALING_MESSAGE, resource=self)
         for message in self.row.deploy_warnings():   # an image not confirmed pullable
             pulumi.log.warn(message, resource=self)
+        if args.autoscaler_note:
+            pulumi.log.warn(args.autoscaler_note, resource=self)
 
         # ---- the operator -------------------------------------------------------------------
         self.operator = None

@@ -572,7 +572,8 @@ def _kuberay_from_args():
             head_ephemeral_storage_gib=20, worker=WorkerSizing(cpu=100, memory_gib=1000, shm_gib=64),
             worker_ephemeral_storage_gib=500, gpu_nodes=2, gpus_per_node=8,
             nccl_tuner_file="/usr/local/gib/configs/unit.txtpb", rdma_nics=2, operator="helm",
-            helm_chart_version="1.7.0", head_node_selector={"unit/pool": "head"},
+            helm_chart_version="1.7.0", autoscaler_allocate_timeout_seconds=4321,
+            head_node_selector={"unit/pool": "head"},
             gpu_node_selector={"unit/pool": "gpu"}, gpu_tolerations=[], storage=storage)
         return KubeRay("kuberay", KubeRayArgs(
             operator="helm", operator_namespace=None, helm_chart_version="1.7.0",
