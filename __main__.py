@@ -99,6 +99,9 @@ pulumi.export("getCredentials", pulumi.Output.concat(
 pulumi.export("sharedClaim", storage.claim_name)
 pulumi.export("sharedMountPath", storage.mount_path)
 pulumi.export("workloadServiceAccount", storage.service_account_name)
+# Which Kubernetes service account each Ray pod group runs as, and every right it holds,
+# KubeRay's own autoscaler Role included (bound to the head's alone: components/ray_rbac.py).
+pulumi.export("rayPodAccounts", kuberay.pod_accounts)
 pulumi.export("rayClusterName", kuberay.ray_cluster_name)
 pulumi.export("rayNamespace", kuberay.namespace)
 pulumi.export("rayDashboardService", kuberay.head_service)

@@ -215,7 +215,8 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     }
     head_pod = {
         "securityContext": pod_security,
-        "serviceAccountName": storage.service_account_name,
+        # The only account KubeRay binds to its autoscaler Role (common/rbac.go @v1.7.0).
+        "serviceAccountName": storage.head_service_account_name,
         "nodeSelector": dict(pods.head_node_selector),
         "containers": [head_container],
         "volumes": [*storage.head_volumes, *head_scratch, token_volume, *head_extra_volumes],
@@ -253,7 +254,9 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     }
     worker_pod: dict = {
         "securityContext": pod_security,
-        "serviceAccountName": storage.service_account_name,
+        # Its own account: the shared volume's grant and the node-label read, none of the
+        # autoscaler's rights (components/storage.py says why two).
+        "serviceAccountName": storage.worker_service_account_name,
         "nodeSelector": dict(pods.gpu_node_selector),
         "tolerations": list(pods.gpu_tolerations),
         "containers": [worker_container],
