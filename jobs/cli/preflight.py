@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jobs.cli.stack_outputs import (
     StackError,
+    capacity_findings,
     deployed_outputs,
     deployed_run_spec,
     offline_spec,
@@ -126,10 +127,17 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_for_spec(spec)
     if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
         print(format_plan(plan))
+    try:
+        capacity = capacity_findings(args.stack, args.config_file)
+    except StackError as err:
+        capacity = []
+        print(f"preflight: capacity not checked: {err}")
+    for line in capacity:
+        print(f"warning: {line}")
     refused, replaced = check_replacements(args.stack, args.config_file)
     replaced += check_run_identity(args.stack, spec)
     failed = len(errors(findings)) + refused
-    warnings = len(findings) - len(errors(findings)) + replaced
+    warnings = len(findings) - len(errors(findings)) + replaced + len(capacity)
     print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "
           f"{failed} error(s), {warnings} warning(s)")
     return int(ExitCode.USAGE if failed else ExitCode.OK)
