@@ -13,7 +13,7 @@ import pulumi
 from components.autopilot_limits import autopilot_limit_output
 from components.cluster import GkeCluster, gke_cluster_args
 from components.config import ConfigError, load_stack_config, read_pulumi_config
-from components.cost import estimate_cost
+from components.cost import estimate_cost, partial_grant_line
 from components.gpu_capacity import GpuCapacity, gpu_capacity_args
 from components.grpo_job import GrpoJob, grpo_job_args, require_preflight, run_plan
 from components.head_code import head_code_files
@@ -95,6 +95,9 @@ pulumi.export("getCredentials", pulumi.Output.concat(
 pulumi.export("sharedClaim", storage.claim_name)
 pulumi.export("sharedMountPath", storage.mount_path)
 pulumi.export("workloadServiceAccount", storage.service_account_name)
+# Which Kubernetes service account each Ray pod group runs as, and every right it holds,
+# KubeRay's own autoscaler Role included (bound to the head's alone: components/ray_rbac.py).
+pulumi.export("rayPodAccounts", kuberay.pod_accounts)
 pulumi.export("rayClusterName", kuberay.ray_cluster_name)
 pulumi.export("rayNamespace", kuberay.namespace)
 pulumi.export("rayDashboardService", kuberay.head_service)
@@ -106,7 +109,11 @@ pulumi.export("submissionId", job.submission_id)
 # The run spec itself: the jobs CLI submits and reports the deployed run from it (docs/jobs-cli.md).
 pulumi.export("runSpec", json.loads(spec.to_json()))
 pulumi.export("runUpdatePolicy", job.update_policy)
-pulumi.export("costEstimate", estimate_cost(config))
+cost_estimate = estimate_cost(config)
+pulumi.export("costEstimate", cost_estimate)
+if "flexStartPartialGrant" in cost_estimate:
+    # Said on every preview: what a gang assembling on flex-start may cost before it runs.
+    pulumi.log.warn(partial_grant_line(cost_estimate["flexStartPartialGrant"]))
 # Read back by the next preview or update (and the CLI's preflight) to say what a change replaces.
 pulumi.export(IDENTITY_OUTPUT, identity)
 if config.autopilot:

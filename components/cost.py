@@ -12,6 +12,11 @@ Semantics differ by provisioning model and are stated in the result:
 With a capacity waterfall the estimate uses the first source; every source's rate is in the
 stack output gpuCapacity (components/gpu_capacity.py).
 A run's duration is not predicted: the estimate bounds it by job.activeDeadlineSeconds.
+
+A flex-start source serving a gang of several nodes grants them one by one, each billed from its
+grant: ``flex_start_partial_grant`` bounds what the granted nodes cost while the gang assembles
+(gpu.nodes x job.gpuWaitSeconds x the flex-start rate). Flex-start with queued provisioning, which
+grants all of a request's nodes at once, is not used (docs/gpu-capacity.md says why).
 """
 
 from __future__ import annotations
@@ -35,6 +40,38 @@ def load_prices(path: Path = PRICES_FILE) -> dict[str, Any]:
 
 def _rounded_money(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
+
+
+def flex_start_partial_grant(config: StackConfig, prices: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The worst case of a partial flex-start grant while the gang assembles: every node but the
+    last granted at the start of the GPU wait, the last never (the wait then ends the run), all
+    billed meanwhile; bounded by gpu.nodes x job.gpuWaitSeconds x the flex-start rate per node-hour.
+    None when no flex-start source serves a gang of more than one node."""
+    nodes = config.gpu.nodes
+    if nodes < 2 or not any(source.kind == "flexStart" for source in config.capacity.sources):
+        return None
+    prices = prices or load_prices()
+    machine = prices["machines"][config.machine_type]
+    rate = hourly_rate(parse_price_table({**prices, "machines": {config.machine_type: machine}})
+                       .machines[config.machine_type], "flex-start")
+    hours = config.job.gpu_wait_seconds / 3600
+    return {"nodes": nodes, "gpuWaitSeconds": config.job.gpu_wait_seconds,
+            "hourlyPerNode": _rounded_money(rate.per_node_hour), "rateBasis": rate.basis,
+            "upperBound": _rounded_money(None if rate.per_node_hour is None else nodes * hours * rate.per_node_hour),
+            "currency": prices["currency"]}
+
+
+def partial_grant_line(grant: dict[str, Any]) -> str:
+    """The preview's and preflight's words for ``flex_start_partial_grant``."""
+    money = ("unknown (no flex-start rate)" if grant["upperBound"] is None
+             else f"{grant['upperBound']:,.2f} {grant['currency']}")
+    rate = "an unknown rate" if grant["hourlyPerNode"] is None else \
+        f"{grant['hourlyPerNode']} {grant['currency']} per node-hour ({grant['rateBasis']})"
+    return (f"flex-start grants a gang's {grant['nodes']} nodes one by one, each billed from its "
+            f"grant: the worst case while the gang assembles is {grant['nodes']} nodes x "
+            f"job.gpuWaitSeconds {grant['gpuWaitSeconds']} s x {rate} = {money} per GPU wait; "
+            "queued provisioning, which grants them all at once, is not used "
+            "(docs/gpu-capacity.md#flex-start-for-a-gang)")
 
 
 def estimate_cost(config: StackConfig, prices: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -79,6 +116,9 @@ def estimate_cost(config: StackConfig, prices: dict[str, Any] | None = None) -> 
         ("committedCostOverRunDeadline" if model == "reservation" else "runCostUpperBound"):
             _rounded_money(None if hourly is None else hourly * deadline_hours),
     }
+    grant = flex_start_partial_grant(config, prices)
+    if grant is not None:
+        result["flexStartPartialGrant"] = grant
     storage = prices["storage"]
     if config.storage.kind == "lustre":
         lustre = config.storage.lustre or LustreStorage()
@@ -110,6 +150,8 @@ def describe(estimate: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"  a run, at most {estimate['runHoursUpperBound']} h (job.activeDeadlineSeconds): "
                      f"at most {money(estimate['runCostUpperBound'])}")
+    if "flexStartPartialGrant" in estimate:
+        lines.append(f"  {partial_grant_line(estimate['flexStartPartialGrant'])}")
     if "storageMonthly" in estimate:
         lines.append(f"  storage: {money(estimate['storageMonthly'])} per month ({estimate['storageBasis']})")
     else:

@@ -16,9 +16,11 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from components.gcsfuse import BUCKET_ROLE
 from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS, head_code_mount
 from components.kuberay_crds import crd_files
-from components.node_labels import cluster_role, cluster_role_binding
+from components.node_labels import RBAC_NAME, cluster_role, cluster_role_binding
+from components.ray_autoscaler import load_autoscaler_settings
 from components.ray_cluster_updates import replacement_message, replacement_options
 from components.ray_pods import (
     DASHBOARD_PORT,
@@ -32,6 +34,7 @@ from components.ray_pods import (
     rdma_network,
     worker_resources,
 )
+from components.ray_rbac import pod_accounts
 from components.versions import ImageRow, load_versions
 
 if TYPE_CHECKING:
@@ -100,12 +103,29 @@ class KubeRayArgs:
     wandb_api_key: pulumi.Input[str] | None = None
     # The head's jobs ConfigMap as (data, binaryData): components/head_code.py head_code_files.
     head_code: tuple[dict[str, str], dict[str, str]] | None = None
-    # The Ray pods' service account (SharedStorage creates it): KubeRay's reconcile fails on a
-    # head serviceAccountName that does not exist (ray-operator/controllers/ray/
-    # raycluster_controller.go @v1.7.0, "If users specify ServiceAccountName for the head Pod,
-    # they need to create a ServiceAccount themselves"), so the RayCluster waits for it.
-    pod_service_account: pulumi.Resource | None = None
+    # The Ray pods' service accounts, head's and GPU workers' (SharedStorage creates them):
+    # KubeRay's reconcile fails on a head serviceAccountName that does not exist
+    # (ray-operator/controllers/ray/raycluster_controller.go @v1.7.0, "If users specify
+    # ServiceAccountName for the head Pod, they need to create a ServiceAccount themselves"), and
+    # a worker pod's creation on one that does not exist; the RayCluster waits for both.
+    pod_service_accounts: list[pulumi.Resource] = dataclasses.field(default_factory=list)
     gpu_capacity_resources: list[pulumi.Resource] = dataclasses.field(default_factory=list)
+    # Said on every preview: a configured allocate timeout that leaves a node's bring-up out.
+    autoscaler_note: str | None = None
+
+
+def allocate_timeout_note(allocate_timeout_seconds: int, gpu_wait_seconds: int) -> str | None:
+    """A warning when the allocate timeout covers the GPU wait (the config refuses less) but not
+    the wait plus a GPU node's bring-up: a worker granted late in the wait may be recycled."""
+    settings = load_autoscaler_settings()
+    needed = gpu_wait_seconds + settings.bring_up_seconds
+    if allocate_timeout_seconds >= needed:
+        return None
+    return (f"kuberay.autoscaler.allocateTimeoutSeconds ({allocate_timeout_seconds}) is shorter than "
+            f"job.gpuWaitSeconds + a GPU node's bring-up ({gpu_wait_seconds} + "
+            f"{settings.bring_up_seconds} = {needed} s, data/ray-autoscaler-settings.yaml): a GPU "
+            "worker whose node arrives late in the GPU wait may be deleted and recreated by the Ray "
+            "autoscaler before it joins")
 
 
 def image_row(config: StackConfig) -> ImageRow:
@@ -134,6 +154,7 @@ def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeClus
         gpu_nodes=config.gpu.nodes, gpus_per_node=config.gpus_per_node,
         nccl_tuner_file=config.shape.nccl_tuner_file, rdma_nics=config.shape.rdma_nics,
         operator=config.kuberay.operator, helm_chart_version=config.helm_chart_version,
+        autoscaler_allocate_timeout_seconds=config.autoscaler_allocate_timeout_seconds,
         head_node_selector=cluster.head_node_selector,
         gpu_node_selector=capacity.pod_node_selector, gpu_tolerations=capacity.pod_tolerations,
         storage=storage.pods)
@@ -146,8 +167,11 @@ def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeClus
         gvnic_subnet=networks.gvnic_subnet, rdma_network=networks.rdma_network,
         rdma_subnets=list(networks.rdma_subnets), gpu_node_pool=capacity.node_pool,
         storage_claims=storage.pods.claims, hf_token=hf_token, wandb_api_key=wandb_api_key,
-        head_code=head_code, pod_service_account=storage.service_account,
-        gpu_capacity_resources=capacity.placement_dependencies)
+        head_code=head_code,
+        pod_service_accounts=[storage.service_account, storage.worker_service_account],
+        gpu_capacity_resources=capacity.placement_dependencies,
+        autoscaler_note=allocate_timeout_note(config.autoscaler_allocate_timeout_seconds,
+                                              config.job.gpu_wait_seconds))
 
 
 class KubeRay(pulumi.ComponentResource):
@@ -168,6 +192,9 @@ class KubeRay(pulumi.ComponentResource):
     crds: list[k8s.yaml.v2.ConfigGroup]  # helm only: the vendored CRDs
     network_policy: k8s.networking.v1.NetworkPolicy
     node_reader: list[pulumi.Resource]   # the GPU workers' read-only node RBAC
+    # Each Ray pod group's service account and its rights, KubeRay's autoscaler Role included
+    # (the rayPodAccounts output, components/ray_rbac.py).
+    pod_accounts: dict
 
     def __init__(self, name: str, args: KubeRayArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gke-grpo:components:KubeRay", name, None, opts)
@@ -190,6 +217,8 @@ class KubeRay(pulumi.ComponentResource):
             pulumi.log.warn(ADDON_AUTOSCALING_MESSAGE, resource=self)
         for message in self.row.deploy_warnings():   # an image not confirmed pullable
             pulumi.log.warn(message, resource=self)
+        if args.autoscaler_note:
+            pulumi.log.warn(args.autoscaler_note, resource=self)
 
         # ---- the operator -------------------------------------------------------------------
         self.operator = None
@@ -283,6 +312,12 @@ class KubeRay(pulumi.ComponentResource):
             args.pods, token_auth=self.token_auth, has_wandb=args.wandb_api_key is not None,
             head_extra_volumes=head_volumes, head_extra_mounts=head_mounts,
             head_extra_env=head_env)
+        storage = args.pods.storage
+        self.pod_accounts = pod_accounts(
+            spec, self.ray_cluster_name, node_reader_role=RBAC_NAME,
+            node_reader_subject=storage.worker_service_account_name,
+            bucket_role=BUCKET_ROLE if storage.bucket_accounts else None,
+            bucket_accounts=storage.bucket_accounts)
         self.ray_cluster = k8s.apiextensions.CustomResource(
             f"{name}-ray-cluster",
             api_version="ray.io/v1",
@@ -297,7 +332,7 @@ class KubeRay(pulumi.ComponentResource):
                 self.network_policy, *code_dependencies,
                 *([args.gpu_node_pool] if args.gpu_node_pool is not None else []),
                 *args.gpu_capacity_resources, *self.node_reader,
-                *([args.pod_service_account] if args.pod_service_account is not None else []),
+                *args.pod_service_accounts,
             ],
             # No ignore_changes on spec.workerGroupSpecs[*].replicas: the program never sends
             # replicas (components/ray_pods.py), so Server-Side Apply leaves the field to its
@@ -329,7 +364,8 @@ class KubeRay(pulumi.ComponentResource):
         cluster_role_resource = k8s.rbac.v1.ClusterRole(
             f"{name}-gpu-node-reader", metadata=role["metadata"], rules=role["rules"],
             opts=self._k8s())
-        binding = cluster_role_binding(args.pods.storage.service_account_name, args.workload_namespace)
+        # The GPU workers' account alone: their init container reads the node; the head never does.
+        binding = cluster_role_binding(args.pods.storage.worker_service_account_name, args.workload_namespace)
         binding_resource = k8s.rbac.v1.ClusterRoleBinding(
             f"{name}-gpu-node-reader", metadata=binding["metadata"], role_ref=binding["roleRef"],
             subjects=binding["subjects"], opts=self._k8s(depends_on=[cluster_role_resource]))

@@ -24,8 +24,17 @@ from __future__ import annotations
 import shlex
 
 RECREATE_MIN_KUBERAY = (1, 6, 0)
-# Changing these replaces the RayCluster under the addon (its pods are rebuilt from them).
-POD_TEMPLATE_PATHS = ("spec.headGroupSpec.template", "spec.workerGroupSpecs")
+# Changing these replaces the RayCluster under the addon (its pods are rebuilt from them). The
+# autoscaler's options are rendered into the head pod by KubeRay (its sidecar's env, image and
+# resources: ray-operator/controllers/ray/common/pod.go mergeAutoscalerOverrides @v1.7.0), so a
+# change there only reaches the sidecar through a new head pod too.
+POD_TEMPLATE_PATHS = ("spec.headGroupSpec.template", "spec.workerGroupSpecs", "spec.autoscalerOptions")
+
+# How long a fresh GPU worker waits for the gIB plugin before it gives up (worker_setup_script):
+# part of a GPU worker's bring-up, which the Ray autoscaler's allocate timeout must cover
+# (components/ray_autoscaler.py).
+GIB_WAIT_TRIES, GIB_WAIT_SLEEP_SECONDS = 60, 10
+GIB_WAIT_SECONDS = GIB_WAIT_TRIES * GIB_WAIT_SLEEP_SECONDS
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -59,7 +68,7 @@ def replacement_message(operator: str, helm_chart_version: str | None, name: str
 
 
 def worker_setup_script(set_nccl_env: str, tuner_file: str, *, multi_node: bool,
-                        tries: int = 60, sleep_seconds: int = 10) -> str:
+                        tries: int = GIB_WAIT_TRIES, sleep_seconds: int = GIB_WAIT_SLEEP_SECONDS) -> str:
     """The GPU worker's container args (run by KubeRay before `ray start`, see above).
 
     1. wait (bounded: tries x sleep_seconds) for the gIB plugin's set_nccl_env.sh, which

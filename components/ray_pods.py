@@ -18,6 +18,7 @@ from components.kuberay_limits import (
     worker_size_limit,
 )
 from components.node_labels import LABELS_FILE, node_labels_init_container
+from components.ray_autoscaler import sidecar_env
 from components.ray_cluster_updates import upgrade_strategy, worker_setup_script
 
 if TYPE_CHECKING:   # annotations only: the config models import components' siblings
@@ -161,6 +162,9 @@ class RayPodsArgs:
     rdma_nics: int
     operator: str                    # "addon" or "helm": decides the upgrade strategy
     helm_chart_version: str | None
+    # RAY_AUTOSCALER_RECONCILE_ALLOCATE_STATUS_TIMEOUT_S for the autoscaler sidecar
+    # (StackConfig.autoscaler_allocate_timeout_seconds).
+    autoscaler_allocate_timeout_seconds: int
     # From GkeCluster, GpuCapacity and SharedStorage:
     head_node_selector: dict[str, str]
     gpu_node_selector: dict[str, str]
@@ -211,7 +215,8 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     }
     head_pod = {
         "securityContext": pod_security,
-        "serviceAccountName": storage.service_account_name,
+        # The only account KubeRay binds to its autoscaler Role (common/rbac.go @v1.7.0).
+        "serviceAccountName": storage.head_service_account_name,
         "nodeSelector": dict(pods.head_node_selector),
         "containers": [head_container],
         "volumes": [*storage.head_volumes, *head_scratch, token_volume, *head_extra_volumes],
@@ -249,7 +254,9 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     }
     worker_pod: dict = {
         "securityContext": pod_security,
-        "serviceAccountName": storage.service_account_name,
+        # Its own account: the shared volume's grant and the node-label read, none of the
+        # autoscaler's rights (components/storage.py says why two).
+        "serviceAccountName": storage.worker_service_account_name,
         "nodeSelector": dict(pods.gpu_node_selector),
         "tolerations": list(pods.gpu_tolerations),
         "containers": [worker_container],
@@ -277,7 +284,7 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     spec = {
         "rayVersion": pods.ray_version,
         "enableInTreeAutoscaling": True,
-        "autoscalerOptions": autoscaler_options(head_tmp_mount),
+        "autoscalerOptions": autoscaler_options(head_tmp_mount, pods.autoscaler_allocate_timeout_seconds),
         "headGroupSpec": {
             "serviceType": "ClusterIP",
             "rayStartParams": {
@@ -316,9 +323,13 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     return spec
 
 
-def autoscaler_options(ray_tmp_mount: dict) -> dict:
-    """spec.autoscalerOptions: v2, the idle timeout, the sidecar's size; it writes its logs to
-    the head's Ray scratch volume (`kubectl logs -c autoscaler` has them too)."""
+def autoscaler_options(ray_tmp_mount: dict, allocate_timeout_seconds: int) -> dict:
+    """spec.autoscalerOptions: v2, the idle timeout, the sidecar's size and environment; it writes
+    its logs to the head's Ray scratch volume (`kubectl logs -c autoscaler` has them too).
+
+    The environment sets the allocate timeout on every Ray version: its default is 300 s in Ray
+    2.49.2 and 3600 s in 2.54.0, and a GPU worker whose node, image pull and gIB wait take longer
+    would be deleted and recreated while it starts (data/ray-autoscaler-settings.yaml)."""
     resources = {"cpu": f"{int(AUTOSCALER_CPU * 1000)}m",
                  "memory": f"{int(AUTOSCALER_MEMORY_GIB * 1024)}Mi"}
     return {
@@ -330,4 +341,5 @@ def autoscaler_options(ray_tmp_mount: dict) -> dict:
                       "limits": resources},
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [dict(ray_tmp_mount)],
+        "env": sidecar_env(allocate_timeout_seconds),
     }

@@ -62,9 +62,17 @@ from jobs.contract.layout import DATA_LAYOUT, MOUNT_PATH, DataLayout
 VOLUME_NAME = "shared-data"
 CLAIM_NAME = "shared-data"
 HEAD_CLAIM_NAME = "shared-data-head"
-# The Kubernetes service account the Ray pods run as, for both kinds: on gcs it is the identity
-# the bucket grant names; on lustre it only keeps the pods off the namespace's `default` account.
+# The Kubernetes service accounts the Ray pods run as, for both kinds: on gcs each is an identity
+# a bucket grant names; on lustre they only keep the pods off the namespace's `default` account.
+# Two, so that only the head carries the Ray autoscaler's rights: KubeRay binds its autoscaler
+# Role (pods get/list/watch/patch, pods/resize, rayclusters get/patch) to the head's service
+# account (ray-operator/controllers/ray/common/rbac.go BuildRoleBinding @v1.7.0), and a GPU
+# worker sharing it could patch the RayCluster and its pods from trainer code. The head keeps the
+# account Ray pods ran as before: KubeRay creates that RoleBinding once and never updates its
+# subject (raycluster_controller.go reconcileAutoscalerRoleBinding), so a deployed stack's binding
+# stays on the head; the GPU workers move to an account of their own.
 SERVICE_ACCOUNT_NAME = "grpo-workload"
+WORKER_SERVICE_ACCOUNT_NAME = "grpo-gpu-worker"
 
 
 def workload_identity_member(project_number: str, project: str, namespace: str, ksa: str) -> str:
@@ -103,10 +111,11 @@ def parse_lustre_mount_point(mount_point: str) -> tuple[str, str]:
 @dataclass(frozen=True)
 class PodStorage:
     """What a Ray pod template takes from the shared storage: its volumes and mounts, the
-    gcsfuse sidecar's annotations (empty on Lustre), the service account, and the claims the
-    pods must wait for. ``sidecar_budget``: CPU and GiB the gcsfuse sidecar takes from a GPU
-    worker's node ("0": unlimited, which takes nothing up front)."""
-    service_account_name: str
+    gcsfuse sidecar's annotations (empty on Lustre), the head's and the GPU workers' service
+    accounts, and the claims the pods must wait for. ``sidecar_budget``: CPU and GiB the gcsfuse
+    sidecar takes from a GPU worker's node ("0": unlimited, which takes nothing up front)."""
+    head_service_account_name: str
+    worker_service_account_name: str
     volumes: list[dict]
     volume_mounts: list[dict]
     head_volumes: list[dict]
@@ -115,6 +124,8 @@ class PodStorage:
     hf_home: str
     sidecar_budget: tuple[float, float]
     claims: list[pulumi.Resource]
+    # The accounts granted BUCKET_ROLE on the bucket through Workload Identity (none on Lustre).
+    bucket_accounts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,10 +184,13 @@ class SharedStorage(pulumi.ComponentResource):
     pod_annotations: dict[str, str]
     volumes: list[dict]
     volume_mounts: list[dict]
-    service_account_name: str
+    service_account_name: str            # the Ray head's
+    worker_service_account_name: str     # the GPU workers'
     data_layout: DataLayout
-    # For dependants: the RayCluster must wait for the claim (DESIGN.md "Lifecycle").
+    # For dependants: the RayCluster must wait for the claim and both accounts (DESIGN.md
+    # "Lifecycle"; KubeRay's reconcile fails on a head serviceAccountName that does not exist).
     service_account: k8s.core.v1.ServiceAccount
+    worker_service_account: k8s.core.v1.ServiceAccount
     persistent_volume: k8s.core.v1.PersistentVolume
     persistent_volume_claim: k8s.core.v1.PersistentVolumeClaim
     # gcs only (None on lustre): the sidecar's limits (on Autopilot they are taken from the
@@ -184,6 +198,7 @@ class SharedStorage(pulumi.ComponentResource):
     sidecar_limits: SidecarLimits | None
     bucket: gcp.storage.Bucket | None
     bucket_iam_member: gcp.storage.BucketIAMMember | None
+    worker_bucket_iam_member: gcp.storage.BucketIAMMember | None
     # lustre only (None on gcs).
     lustre_range: gcp.compute.GlobalAddress | None
     lustre_peering: gcp.servicenetworking.Connection | None
@@ -209,6 +224,7 @@ class SharedStorage(pulumi.ComponentResource):
         self.claim_name = CLAIM_NAME
         self.mount_path = MOUNT_PATH
         self.service_account_name = SERVICE_ACCOUNT_NAME
+        self.worker_service_account_name = WORKER_SERVICE_ACCOUNT_NAME
         self.data_layout = DATA_LAYOUT
         self.volumes = [{"name": VOLUME_NAME, "persistentVolumeClaim": {"claimName": CLAIM_NAME}}]
         self.volume_mounts = [{"name": VOLUME_NAME, "mountPath": MOUNT_PATH}]
@@ -217,16 +233,22 @@ class SharedStorage(pulumi.ComponentResource):
         self.head_volumes = self.volumes
         self.head_claims = []
         self.head_persistent_volume = None
-        self.bucket = self.bucket_iam_member = None
+        self.bucket = self.bucket_iam_member = self.worker_bucket_iam_member = None
         self.lustre_range = self.lustre_peering = self.lustre_firewall = self.lustre_instance = None
         self._labels = {"app.kubernetes.io/part-of": "gke-grpo",
                         "app.kubernetes.io/component": "shared-storage"}
 
-        # Same identity on both kinds, so pod templates never depend on the storage kind.
+        # Same identities on both kinds, so pod templates never depend on the storage kind.
         self.service_account = k8s.core.v1.ServiceAccount(
             f"{name}-ksa",
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=SERVICE_ACCOUNT_NAME, namespace=self.namespace, labels=self._labels),
+            opts=self._k8s_opts(),
+        )
+        self.worker_service_account = k8s.core.v1.ServiceAccount(
+            f"{name}-worker-ksa",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=WORKER_SERVICE_ACCOUNT_NAME, namespace=self.namespace, labels=self._labels),
             opts=self._k8s_opts(),
         )
 
@@ -236,18 +258,22 @@ class SharedStorage(pulumi.ComponentResource):
             self._lustre(args.lustre or LustreStorage(), args.cluster_network)
 
         self.pods = PodStorage(
-            service_account_name=self.service_account_name, volumes=self.volumes,
+            head_service_account_name=self.service_account_name,
+            worker_service_account_name=self.worker_service_account_name, volumes=self.volumes,
             volume_mounts=self.volume_mounts, head_volumes=self.head_volumes,
             pod_annotations=self.pod_annotations, head_pod_annotations=self.head_pod_annotations,
             hf_home=self.data_layout.hf_home,
             sidecar_budget=(0.0, 0.0) if self.sidecar_limits is None else self.sidecar_limits.budget(),
-            claims=[self.persistent_volume_claim, *self.head_claims])
+            claims=[self.persistent_volume_claim, *self.head_claims],
+            bucket_accounts=() if self.bucket is None else (self.service_account_name,
+                                                            self.worker_service_account_name))
 
         self.register_outputs({
             "claim_name": self.claim_name,
             "namespace": self.namespace,
             "mount_path": self.mount_path,
             "service_account_name": self.service_account_name,
+            "worker_service_account_name": self.worker_service_account_name,
             "pod_annotations": self.pod_annotations,
             "bucket": self.bucket.name if self.bucket else None,
             "lustre_mount_point": self.lustre_instance.mount_point if self.lustre_instance else None,
@@ -291,15 +317,26 @@ class SharedStorage(pulumi.ComponentResource):
         project_number = gcp.organizations.get_project_output(
             project_id=args.project,
             opts=pulumi.InvokeOutputOptions(parent=self, depends_on=self._services)).number
-        ksa_name = self.service_account.metadata.apply(lambda metadata: metadata.name)
-        member = pulumi.Output.all(project_number, self.namespace, ksa_name).apply(
-            lambda parts: workload_identity_member(parts[0], args.project, parts[1], parts[2]))
-        # On this bucket only: the pods get nothing project-wide.
+        def member(account: k8s.core.v1.ServiceAccount) -> pulumi.Output[str]:
+            ksa_name = account.metadata.apply(lambda metadata: metadata.name)
+            return pulumi.Output.all(project_number, self.namespace, ksa_name).apply(
+                lambda parts: workload_identity_member(parts[0], args.project, parts[1], parts[2]))
+
+        # On this bucket only: the pods get nothing project-wide. One grant per account: the
+        # head and the GPU workers both mount the bucket (Cloud Storage FUSE authenticates as
+        # the pod's Kubernetes service account), and that is all the workers' account may do.
         self.bucket_iam_member = gcp.storage.BucketIAMMember(
             f"{name}-bucket-object-user",
             bucket=self.bucket.name,
             role=BUCKET_ROLE,
-            member=member,
+            member=member(self.service_account),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.worker_bucket_iam_member = gcp.storage.BucketIAMMember(
+            f"{name}-bucket-object-user-gpu-workers",
+            bucket=self.bucket.name,
+            role=BUCKET_ROLE,
+            member=member(self.worker_service_account),
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -336,7 +373,8 @@ class SharedStorage(pulumi.ComponentResource):
                 ),
             ),
             # The grant first: a pod mounting before it exists fails the driver's access check.
-            opts=self._k8s_opts(depends_on=[self.bucket, self.bucket_iam_member]),
+            # This volume is the GPU workers' (the head has its own, below).
+            opts=self._k8s_opts(depends_on=[self.bucket, self.worker_bucket_iam_member]),
         )
         self._claim(GCS_NOMINAL_CAPACITY)
         self._head_gcs_claim(gcs, volume_attributes)

@@ -24,5 +24,5 @@ PolicyPack(
     policies=POLICIES,
     description="Guardrails of gke-grpo: GPU provisioning model, private Ray head, no "
                 "privileged pods, pinned images, protected prod data, no plain-text secrets, "
-                "bucket-scoped IAM.",
+                "bucket-scoped IAM, the Ray autoscaler's rights on the head alone.",
 )

@@ -32,6 +32,8 @@ The rules:
  7. iam-bucket-scoped: no project-, folder- or organization-wide IAM grant, with ONE exception:
     the GKE nodes' own service account gets roles/container.defaultNodeServiceAccount on the
     project (see NODE_SERVICE_ACCOUNT_ROLES below).
+ 8. ray-autoscaler-rights-head-only: no Ray worker group runs under the service account KubeRay
+    binds its autoscaler Role to (the head's).
 """
 
 from __future__ import annotations
@@ -573,6 +575,44 @@ def check_iam_bucket_scoped(resource_type: str, props: Mapping, urn: str, name: 
 
 
 # ------------------------------------------------------------------------------------------
+# 8. Only the Ray head holds the autoscaler's rights
+# ------------------------------------------------------------------------------------------
+
+# With in-tree autoscaling KubeRay creates a Role (pods get/list/watch/patch, pods/resize patch,
+# rayclusters get/patch) and binds it to the head group's service account: the head template's
+# serviceAccountName, else the RayCluster's name (ray-operator/controllers/ray/common/rbac.go
+# BuildRoleBinding, utils/util.go GetHeadGroupServiceAccountName, KubeRay v1.7.0). A worker group
+# under that account gets the same rights: trainer or model code on a GPU worker could patch the
+# RayCluster and its pods.
+_AUTOSCALER_RIGHTS_WHY = ("KubeRay binds its autoscaler Role (pods get/list/watch/patch, "
+                          "pods/resize, rayclusters get/patch) to the head's service account, so "
+                          "code on these workers could patch the RayCluster and its pods: give the "
+                          "worker group a service account of its own")
+
+
+def check_ray_autoscaler_rights_head_only(resource_type: str, props: Mapping, urn: str, name: str,
+                                          protect: bool, stack: str) -> list[str]:
+    what = _what(resource_type, name)
+    problems = []
+    for path, cluster_spec in ray_cluster_specs(resource_type, props):
+        if _get(cluster_spec, "enableInTreeAutoscaling") is not True:
+            continue
+        cluster_name = _get(props, "metadata", "name") if path == "spec" else None
+        head_account = _get(cluster_spec, "headGroupSpec", "template", "spec", "serviceAccountName")
+        bound = head_account or cluster_name
+        if not bound:
+            continue     # an autonamed cluster without a head account: the name is not known yet
+        for i, group in enumerate(_items(_get(cluster_spec, "workerGroupSpecs"))):
+            account = _get(group, "template", "spec", "serviceAccountName")
+            if account == bound:
+                label = _get(group, "groupName") or f"workerGroupSpecs[{i}]"
+                problems.append(f"{what}: worker group {label!r} ({path}.workerGroupSpecs[{i}]."
+                                f"template.spec.serviceAccountName) runs as {account!r}, the "
+                                f"account bound to the autoscaler's Role: {_AUTOSCALER_RIGHTS_WHY}")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------
 # The policies
 # ------------------------------------------------------------------------------------------
 
@@ -610,6 +650,9 @@ RULES: tuple[Rule, ...] = (
          "(one documented exception: the GKE nodes' own account gets "
          "roles/container.defaultNodeServiceAccount).",
          check_iam_bucket_scoped),
+    Rule("ray-autoscaler-rights-head-only",
+         "No Ray worker group runs under the service account KubeRay binds its autoscaler Role "
+         "to (the head's).", check_ray_autoscaler_rights_head_only),
 )
 
 

@@ -8,8 +8,10 @@ reordering sources never renames, and so never replaces, the pool of another sou
 flex-start pool's name ends in a hash of the fields whose change replaces it, so its replacement
 is created first, beside it; a reservation's pool (and a pool named by ``nodePool``) keeps a fixed
 name and is deleted first: the reservation's capacity cannot be held by two pools at once. The one pool
-of a ``provisioningModel`` config is ``<machine>-pool``; a list's source keeps it (name and Pulumi
-resource name: the pool is neither replaced nor moved) by saying ``nodePool: <machine>-pool``.
+of a ``provisioningModel`` config is ``<machine>-pool`` (Spot and flex-start: ``<machine>-pool-<hash>``);
+a list's source keeps it (GKE name and Pulumi resource name: the pool is neither replaced nor
+moved) by saying ``nodePool: <machine>-pool``, whatever its kind: that value stands for the former
+pool, hash included.
 """
 
 from __future__ import annotations
@@ -163,10 +165,19 @@ def capacity_plan(gpu: GpuConfig, *, machine_type: str) -> CapacityPlan:
             maximum = source.max_nodes if source.max_nodes is not None else default_max
             minimum = initial = 0
         base = source.node_pool or pool_name_for(machine_type, source)
-        suffix = "" if base == legacy_pool_name(machine_type) else base
-        # A reservation's pool holds the reservation's capacity: its replacement must delete it
-        # first. An explicit nodePool is a name the user chose: kept exactly (deleted first too).
-        replaceable = source.kind != "reservation" and source.node_pool is None
+        if base == legacy_pool_name(machine_type):
+            # The pool of a former provisioningModel config, named exactly as that config named
+            # it (above): Pulumi resource `gpu-pool`, GKE name `<machine>-pool`, with the hash of
+            # its replacing fields for Spot and flex-start. Moving to an equivalent one-source
+            # list, or adding sources around it, then changes neither name.
+            suffix = ""
+            replaceable = source.kind != "reservation"
+        else:
+            suffix = base
+            # A reservation's pool holds the reservation's capacity: its replacement must delete
+            # it first. An explicit nodePool is a name the user chose: kept exactly (deleted
+            # first too).
+            replaceable = source.kind != "reservation" and source.node_pool is None
         name = (_replaceable_name(base, gpu, machine_type, source.kind, source.max_run_duration_seconds)
                 if replaceable else base)
         planned_sources.append(PlannedSource(

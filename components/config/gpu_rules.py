@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.config.capacity import KINDS, capacity_plan, source_identity
+from components.config.capacity import KINDS, capacity_plan, legacy_pool_name, source_identity
 from components.config.facts import (
     COMPUTE_CLASS_MIN_GKE_VERSION,
     FLEX_START_MAX_RUN_SECONDS,
@@ -246,3 +246,14 @@ class _GpuRules:
                              f"a pool name of its own: gpu.capacity[{names[source.pool_name]}] "
                              "has it", reads=(f"gpu.capacity[{names[source.pool_name]}]",))
                 names.setdefault(source.pool_name, i)
+            # `<machine>-pool` stands for the former provisioningModel pool (its Pulumi resource
+            # `gpu-pool` and, for Spot and flex-start, a hashed GKE name): one source can be it.
+            legacy = legacy_pool_name(shape.machine_type)
+            keeping = [i for i, source in enumerate(g.capacity) if source.node_pool == legacy]
+            for i in keeping[1:]:
+                if plan.sources[i].pool_name == plan.sources[keeping[0]].pool_name:
+                    continue      # one pool name for both: said above
+                self.add(f"gpu.capacity[{i}].nodePool", g.capacity[i].node_pool,
+                         f"another name: gpu.capacity[{keeping[0]}] keeps the former provisioningModel "
+                         "pool under it, and one pool can serve one source",
+                         reads=(f"gpu.capacity[{keeping[0]}].nodePool",))

@@ -280,6 +280,20 @@ class _Rules(_GpuRules):
         self._check_image(k)
         self._check_worker(k)
         self._check_head(k)
+        self._check_autoscaler(k)
+
+    def _check_autoscaler(self, k: KubeRayConfig) -> None:
+        # A worker pod still starting when its allocate timeout runs out is deleted and created
+        # again (ray/autoscaler/v2/instance_manager/reconciler.py, data/ray-autoscaler-settings.yaml):
+        # shorter than the run's own GPU wait, a gang that capacity grants late is recycled
+        # before the run gives up on it.
+        timeout = k.autoscaler.allocate_timeout_seconds
+        if timeout is not None and self.job is not None and timeout < self.job.gpu_wait_seconds:
+            self.add("kuberay.autoscaler.allocateTimeoutSeconds", timeout,
+                     f"at least job.gpuWaitSeconds ({self.job.gpu_wait_seconds}): the Ray autoscaler "
+                     "would delete and recreate GPU worker pods still starting within the run's GPU "
+                     "wait (default: the GPU wait + a GPU node's bring-up)",
+                     reads=("job.gpuWaitSeconds",))
 
     def _check_image(self, k: KubeRayConfig) -> None:
         from components.versions import load_versions

@@ -20,6 +20,7 @@ from components.config.models import (
     StorageConfig,
 )
 from components.config.patterns import _version_tuple
+from components.ray_autoscaler import load_autoscaler_settings
 
 # --------------------------------------------------------------------------------------------
 # The validated whole
@@ -148,6 +149,14 @@ class StackConfig:
         if self.kuberay.operator != "helm":
             return None
         return self.kuberay.helm_chart_version or DEFAULT_KUBERAY_CHART_VERSION
+
+    @property
+    def autoscaler_allocate_timeout_seconds(self) -> int:
+        """RAY_AUTOSCALER_RECONCILE_ALLOCATE_STATUS_TIMEOUT_S for the autoscaler sidecar:
+        kuberay.autoscaler.allocateTimeoutSeconds, else job.gpuWaitSeconds + a GPU node's
+        bring-up (data/ray-autoscaler-settings.yaml)."""
+        return load_autoscaler_settings().allocate_timeout(
+            self.job.gpu_wait_seconds, self.kuberay.autoscaler.allocate_timeout_seconds)
 
     @property
     def gpu_disk_size_gb(self) -> int:

@@ -355,6 +355,13 @@ def _active_deadline_problem(value: int) -> str | None:
 
 ActiveDeadlineSeconds = Annotated[int, _why(_active_deadline_problem)]
 
+# A Ray autoscaler timeout (kuberay.autoscaler.*): whole seconds above zero, which the program
+# renders as the plain digits Ray's env_integer accepts (components/ray_autoscaler.py). Not below
+# job.gpuWaitSeconds: a cross-area rule (rules.py).
+AutoscalerTimeoutSeconds = Annotated[int, _rule(
+    lambda v: v >= 1, "a whole number of seconds above 0 (Ray reads it as digits; 0 or less is no timeout it "
+    "can use)")]
+
 # Replaced by network.lustrePeeringCidr: refused whatever its value.
 RetiredPeeringPrefixLength = Annotated[int, _rule(lambda v: False,
                                "not used any more: the private-services range is network.lustrePeeringCidr "

@@ -64,9 +64,10 @@ def gpu_worker_rows(nodes: list[dict[str, Any]], log: str, live: bool,
         pending = max(requested - up, 0)
         text = f"{up} up of {requested} requested" + (f", {pending} pending" if pending else "")
     elif held is not None:
-        text = (f"{up} up; the ended attempt's request for {held.get('nodes')} nodes was never "
-                "released (its driver was killed?): they stay until the next run asks, or "
-                "`python3 -m jobs.head.gpu_gang release` on the head")
+        text = (f"{up} up; WARNING: a GPU request for {held.get('nodes')} nodes stands with no live "
+                "run (the ended attempt's driver and its holder were killed before releasing it): "
+                "the nodes stay, billed, until the next run asks; `gke-grpo release-gpus` "
+                "clears it")
     elif up:
         text = (f"{up} releasing (no run holds them: each goes after "
                 f"{f'{idle} s' if idle is not None else 'the idle timeout'} idle, then GKE "

@@ -1,4 +1,5 @@
-"""The commands that talk to the run's Ray dashboard: submit, attach, logs, status, list, stop."""
+"""The commands that talk to the run's Ray dashboard: submit, attach, logs, status, list, stop,
+release-gpus."""
 
 from __future__ import annotations
 
@@ -162,3 +163,31 @@ def cmd_stop(runs: Runs, target: Target, args, out, err) -> int:
         status = runs.wait_terminal(stopped.submission_id, timeout=args.wait_seconds)
         print(f"[gke-grpo] {stopped.submission_id}: {status}", file=out, flush=True)
     return ExitCode.OK
+
+
+# What `release-gpus` runs on the head: the gang holder's own `release` (jobs/head/gpu_gang.py),
+# from the code archive on the head's PYTHONPATH (components/head_code.py), as the driver runs.
+RELEASE_ENTRYPOINT = "python3 -m jobs.head.gpu_gang release"
+
+
+def cmd_release_gpus(runs: Runs, target: Target, args, out, err) -> int:
+    """Clear the cluster's GPU gang request that an ended driver left standing (its holder was
+    killed with it): the GPU workers then idle out. Refused while the run has a live attempt:
+    that attempt's driver holds the request, and `gke-grpo stop` ends it and releases it."""
+    import time
+
+    run_id = target.run_id
+    live = [a for a in runs.attempts(run_id) if a.live] if run_id else []
+    if live:
+        print(f"[jobs] attempt {live[-1].number} of run {run_id} ({live[-1].submission_id}) is "
+              f"{live[-1].status}: its driver holds the GPU request; `gke-grpo stop` ends the "
+              "attempt and releases it", file=err, flush=True)
+        return ExitCode.USAGE
+    submission_id = f"gke-grpo-release-gpus-{int(time.time())}"
+    runs._call("submit", "submit_job", entrypoint=RELEASE_ENTRYPOINT, submission_id=submission_id,
+               metadata={"gke_grpo": "release-gpus"})
+    status = runs.wait_terminal(submission_id, timeout=args.wait_seconds)
+    for line in runs.logs(submission_id).splitlines():
+        print(line, file=out)
+    print(f"[jobs] {submission_id}: {status}", file=out, flush=True)
+    return ExitCode.OK if status == "SUCCEEDED" else ExitCode.FAILED

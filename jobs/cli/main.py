@@ -38,8 +38,20 @@ from typing import TextIO
 
 from jobs.cli.arguments import port_number, positive_int, positive_seconds, resolve_address, run_id_text
 from jobs.cli.export_serve import add_export_serve_parsers, cmd_export, cmd_serve
+<<<<<<< HEAD
 from jobs.cli.extras import missing_cli_module, not_installed
 from jobs.cli.live_commands import cmd_attach, cmd_list, cmd_logs, cmd_status, cmd_stop, cmd_submit
+=======
+from jobs.cli.live_commands import (
+    cmd_attach,
+    cmd_list,
+    cmd_logs,
+    cmd_release_gpus,
+    cmd_status,
+    cmd_stop,
+    cmd_submit,
+)
+>>>>>>> issue-33
 from jobs.cli.output_files import check_output_file
 from jobs.cli.ray_jobs import RetryPolicy, RunError, Runs
 from jobs.cli.run_directory_commands import cmd_health, cmd_plot, cmd_report, cmd_status_offline
@@ -106,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stop", parents=[target], help="stop the run's live attempt")
     p.add_argument("--wait", action="store_true", help="wait until it is STOPPED")
     p.add_argument("--wait-seconds", type=positive_seconds, default=60.0, help=argparse.SUPPRESS)
+    p = sub.add_parser("release-gpus", parents=[target],
+                       help="clear a GPU request an ended run left standing (refused while the run is live)")
+    p.add_argument("--wait-seconds", type=positive_seconds, default=120.0, help=argparse.SUPPRESS)
     p = sub.add_parser("plot", parents=[target, which, rundir],
                        help="reward, response length and throughput over steps (PNG)")
     p.add_argument("--log", action="append", help="a console log file (repeat for attempts, oldest first)")
@@ -138,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # The commands that talk to the dashboard (submit also needs the entrypoint builder).
 COMMANDS = {"attach": cmd_attach, "logs": cmd_logs, "status": cmd_status, "list": cmd_list,
-            "stop": cmd_stop, "plot": cmd_plot, "export": cmd_export}
+            "stop": cmd_stop, "plot": cmd_plot, "export": cmd_export, "release-gpus": cmd_release_gpus}
 # Shared by every call of main that passes no policy: safe, RetryPolicy is frozen.
 DEFAULT_RETRY = RetryPolicy()
 

@@ -302,6 +302,21 @@ def kubeconfig_file(kubeconfig: str | None) -> Iterator[str | None]:
 REPLACEMENT_OUTPUTS = ("deployedIdentity", "runCheckpointDir")
 
 
+def capacity_findings(stack: str, config_file: str | Path | None) -> list[str]:
+    """What the stack's GPU capacity may cost before a run starts (tools/capacity_findings.py,
+    run as a subprocess: jobs/ imports nothing of components/)."""
+    what = f"the capacity of {config_file or f'Pulumi.{stack}.yaml'}"
+    text = _module("tools.capacity_findings", [stack, *(["--config-file", str(config_file)] if config_file else [])],
+                   what)
+    try:
+        found = json.loads(text)
+    except ValueError:
+        raise StackError(f"{what}: tools.capacity_findings printed no list") from None
+    if not isinstance(found, list):
+        raise StackError(f"{what}: tools.capacity_findings printed no list")
+    return [str(line) for line in found]
+
+
 def replacement_report(stack: str, config_file: str | Path | None,
                        outputs: dict[str, Any]) -> dict[str, Any]:
     """What the stack file would replace of the deployed stack whose outputs are given

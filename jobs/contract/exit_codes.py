@@ -1,6 +1,6 @@
 """Every exit code of every program of the run, in one table, so a number means one thing
 wherever it appears: the run driver's (the Ray job's status and the RayJob's), the GPU wait's,
-the health gate's, data staging's and the jobs CLI's (docs/errors-and-guarantees.md).
+the health gate's, data staging's, the GPU gang holder's and the jobs CLI's (docs/errors-and-guarantees.md).
 
 Which program returns which code is in ``USED_BY``; a test keeps the docs' table equal to it.
 
@@ -39,6 +39,8 @@ class ExitCode(enum.IntEnum):
     OUT_OF_MEMORY = 19           # host (Ray's memory monitor) or GPU (CUDA) out of memory
     COLLECTIVE_TIMEOUT = 20      # a collective timed out while no node left: a hang
     CRASH_LOOP = 21              # lost nodes again without a newer checkpoint: no progress
+    GANG_REQUEST_UNSUPPORTED = 22  # the head's Ray has no cluster resource request API
+    GANG_REQUEST_UNCONFIRMED = 23  # the gang holder did not confirm the GPU request in time
     HANGUP = 129                 # SIGHUP (CLI)
     INTERRUPTED = 130            # Ctrl-C (CLI)
     TERMINATED = 143             # SIGTERM: `ray job stop`, the RayJob deleted (driver, CLI)
@@ -51,19 +53,20 @@ STAGING = "staging"
 EXPORT = "export"                # jobs/head/export.py and the serving pod's check
 EVALUATE = "evaluation"          # jobs/head/evaluate.py
 CLI = "jobs CLI"
+GANG = "gang holder"             # jobs/head/gpu_gang.py
 
 # The exit status a process whose SIGTERM handler is Ray's returns (``sys.exit(signal.SIGTERM)``).
 RAY_SIGTERM_EXIT = 15
 
 USED_BY: dict[ExitCode, tuple[str, ...]] = {
-    ExitCode.OK: (DRIVER, GPU_WAIT, GATE, STAGING, EXPORT, EVALUATE, CLI),
-    ExitCode.FAILED: (DRIVER, STAGING, EXPORT, EVALUATE, CLI),
-    ExitCode.USAGE: (DRIVER, GPU_WAIT, GATE, STAGING, EXPORT, EVALUATE, CLI),
+    ExitCode.OK: (DRIVER, GPU_WAIT, GATE, STAGING, EXPORT, EVALUATE, GANG, CLI),
+    ExitCode.FAILED: (DRIVER, STAGING, EXPORT, EVALUATE, GANG, CLI),
+    ExitCode.USAGE: (DRIVER, GPU_WAIT, GATE, STAGING, EXPORT, EVALUATE, GANG, CLI),
     ExitCode.GPU_WAIT_TIMEOUT: (DRIVER, GPU_WAIT, CLI),
     ExitCode.DASHBOARD_UNREACHABLE: (CLI,),
     ExitCode.JOB_STOPPED: (CLI,),
     ExitCode.HEALTH_GATE_FAILED: (DRIVER, GATE, CLI),
-    ExitCode.NO_RAY: (GPU_WAIT, GATE),
+    ExitCode.NO_RAY: (DRIVER, GPU_WAIT, GATE, GANG),
     ExitCode.BEFORE_FIRST_STEP: (DRIVER,),
     ExitCode.RESTARTS_EXHAUSTED: (DRIVER,),
     ExitCode.DEADLINE: (DRIVER,),
@@ -72,6 +75,8 @@ USED_BY: dict[ExitCode, tuple[str, ...]] = {
     ExitCode.NOT_WRITABLE: (DRIVER,),
     ExitCode.GPU_GANG_INFEASIBLE: (DRIVER, GPU_WAIT, CLI),
     ExitCode.CRASH_LOOP: (DRIVER,),
+    ExitCode.GANG_REQUEST_UNSUPPORTED: (DRIVER, GANG),
+    ExitCode.GANG_REQUEST_UNCONFIRMED: (DRIVER,),
     ExitCode.WORKER_CRASHED: (DRIVER,),
     ExitCode.OUT_OF_MEMORY: (DRIVER,),
     ExitCode.COLLECTIVE_TIMEOUT: (DRIVER,),

@@ -92,6 +92,7 @@ from jobs.head.failures import (
     backoff_seconds,
     classify,
 )
+from jobs.head.gpu_gang import GangRequestError
 from jobs.head.run_records import PreviousDrivers, Records, previous_drivers
 
 PREFIX = DRIVER_LOG_PREFIX
@@ -169,7 +170,20 @@ class Driver:
         """Clear the gang request (idempotent): the GPU workers idle out after the run. What
         driver_end records of it ({} when no gang was held)."""
         gang, self.gang = self.gang, None
-        return {} if gang is None else {"gpu_release_exit_code": gang.release()}
+        if gang is None:
+            return {}
+        released = {"gpu_release_exit_code": gang.release()}
+        fallback = getattr(gang, "fallback_exit_code", None)
+        if fallback is not None or released["gpu_release_exit_code"] != 0:
+            # The holder did not clear the request itself: the bounded `release` did, or not.
+            released["gpu_release_fallback_exit_code"] = fallback
+        return released
+
+    def gang_event(self, name: str, **fields: Any) -> None:
+        """What the gang holder's watcher reports (another thread): recorded and said."""
+        self.records.event(name, self.start, **fields)
+        self.say(f"GPU request: {name.removeprefix('gpu_request_').replace('_', ' ')} "
+                 + json.dumps(fields, sort_keys=True))
 
     def end(self, code: ExitCode, message: str) -> int:
         """Every exit of the driver: the gang released, one driver_end record, one last line,
@@ -298,10 +312,17 @@ class Driver:
         timeout = min(plan.gpu_wait_seconds, self.remaining())
         hold = getattr(self.hooks, "hold_gpus", None)
         if self.gang is None and hold is not None:
+            # Never a GPU wait on a request nobody made: without the holder's confirmation the
+            # run ends now, naming the cause (jobs/head/gpu_gang.py GangHolder).
             try:
-                self.gang = hold(plan)
-            except OSError as exc:    # the holder could not start: wait for what is there
-                self.say(f"cannot ask the autoscaler for the GPU gang: {exc.strerror or exc}")
+                self.gang = hold(plan, on_event=self.gang_event)
+            except GangRequestError as exc:
+                code = exc.code if exc.code in {int(c) for c in ExitCode} else int(ExitCode.FAILED)
+                return self.end(ExitCode(code), "the GPU gang request was not made, so no GPU "
+                                f"node is coming: {exc.message}")
+            except OSError as exc:
+                return self.end(ExitCode.GANG_REQUEST_UNCONFIRMED, "the GPU gang holder could "
+                                f"not start: {exc.strerror or exc}")
             else:
                 self.records.event("gpu_request", self.start, gpus=plan.gpus,
                                    gpus_per_node=plan.gpus_per_node)

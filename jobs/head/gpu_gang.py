@@ -1,8 +1,8 @@
 """The run's GPU gang request: all its GPU nodes asked of the Ray autoscaler at once, held for the
 life of the run, released when the run ends, whatever the reason.
 
-    python3 -m jobs.head.gpu_gang hold --nodes N --gpus-per-node G   # until stdin closes
-    python3 -m jobs.head.gpu_gang release                            # clear any request
+    python3 -m jobs.head.gpu_gang hold --nodes N --gpus-per-node G [--ready-fd FD]  # until stdin closes
+    python3 -m jobs.head.gpu_gang release                                          # clear any request
 
 The request is Ray's ``request_resources(bundles=[{"GPU": G}] * N)``: a cluster resource
 constraint the autoscaler keeps enough nodes for, and which keeps those nodes from idle
@@ -27,7 +27,20 @@ It talks to the GCS directly (``ray._raylet.GcsClient``), as ``request_resources
 ``ray.init`` (ray/autoscaler/_private/commands.py ``request_resources``, Ray 2.54): no Ray driver
 is registered, nothing is scheduled.
 
-Exit codes: 0 released; 2 bad arguments; 7 NO_RAY (no GCS to talk to).
+The driver's side (``GangHolder``) never takes the request for granted:
+  - it waits, at most CONFIRM_SECONDS, for the holder to confirm on its ``--ready-fd`` pipe
+    (``held``, or ``failed <code> <why>``), and otherwise ends the run at once with the cause:
+    7 NO_RAY (no GCS), 22 GANG_REQUEST_UNSUPPORTED (this Ray has no request API),
+    23 GANG_REQUEST_UNCONFIRMED (no answer in time, or the holder could not start); never a
+    GPU wait that times out blaming the capacity;
+  - while the run runs, a watcher notices within WATCH_SECONDS that the holder died and starts
+    another, which makes the request again (the run still needs its GPUs);
+  - at the end, when the holder did not clear the request itself (it died, was killed, or failed
+    to clear), it runs ``release`` once, bounded by FALLBACK_SECONDS.
+
+Exit codes (hold, release): 0 released; 1 FAILED (the request could not be cleared); 2 bad
+arguments; 7 NO_RAY (no GCS to talk to); 22 GANG_REQUEST_UNSUPPORTED (this Ray has no GCS client or
+no cluster resource request call).
 """
 
 from __future__ import annotations
@@ -41,7 +54,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from jobs.contract.capacity import GANG_HELD_MARKER, GANG_RELEASED_MARKER
@@ -49,6 +63,19 @@ from jobs.contract.exit_codes import ExitCode
 
 # The v1 autoscaler's channel (ray/_private/ray_constants.py AUTOSCALER_RESOURCE_REQUEST_CHANNEL).
 V1_REQUEST_KEY = b"autoscaler_resource_request"
+# The GCS calls take at most 10 s each (their timeouts below) after Python and Ray's modules load:
+# a holder that has said nothing after this long never will.
+CONFIRM_SECONDS = 45.0
+# How often the driver's side checks that its holder lives.
+WATCH_SECONDS = 1.0
+# The bound on the fallback `release` at the driver's end (one GCS connection and call).
+FALLBACK_SECONDS = 30.0
+# A request that could not be made again is tried again this much later.
+RETRY_SECONDS = 5.0
+
+
+class RequestUnsupported(Exception):
+    """The head's Ray has no way to make the request (no GCS client, or no call for it)."""
 
 
 def gcs_address(address: str | None) -> str:
@@ -66,10 +93,16 @@ class GangRequest:
     """One GCS connection; ``request`` and ``clear`` overwrite the cluster's request."""
 
     def __init__(self, address: str):
-        from ray._raylet import GcsClient  # type: ignore[attr-defined]
+        try:
+            from ray._raylet import GcsClient  # type: ignore[attr-defined]
+        except ImportError as exc:
+            raise RequestUnsupported(f"this Ray has no GCS client (ray._raylet.GcsClient): {exc}") from exc
 
         self.client = GcsClient(address)
         self.v2 = self._autoscaler_v2()
+        if self.v2 and not callable(getattr(self.client, "request_cluster_resource_constraint", None)):
+            raise RequestUnsupported("this Ray's GCS client has no request_cluster_resource_constraint "
+                                     "(the v2 autoscaler's resource request)")
 
     def _autoscaler_v2(self) -> bool:
         import ray
@@ -113,7 +146,16 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def hold(nodes: int, gpus_per_node: int, address: str | None) -> int:
+def _tell(ready_fd: int | None, line: str) -> None:
+    """One line to the driver's confirmation pipe, then close it (it says one thing)."""
+    if ready_fd is None:
+        return
+    with contextlib.suppress(OSError):
+        os.write(ready_fd, (line.replace("\n", " ") + "\n").encode())
+        os.close(ready_fd)
+
+
+def hold(nodes: int, gpus_per_node: int, address: str | None, ready_fd: int | None = None) -> int:
     _die_with_parent()
     done = threading.Event()
     reason = {"why": "the driver ended (its pipe closed)"}
@@ -127,12 +169,19 @@ def hold(nodes: int, gpus_per_node: int, address: str | None) -> int:
     try:
         gang = GangRequest(gcs_address(address))
         gang.request(nodes, gpus_per_node)
-    except Exception as exc:    # ConnectionError, RuntimeError (no cluster), RPC errors
-        print(f"{GANG_RELEASED_MARKER.strip()} cannot reach the Ray GCS: {type(exc).__name__}: "
-              f"{exc}", file=sys.stderr, flush=True)
-        return int(ExitCode.NO_RAY)
+    except RequestUnsupported as exc:
+        code, why = ExitCode.GANG_REQUEST_UNSUPPORTED, str(exc)
+    except Exception as exc:    # ConnectionError, RuntimeError (no cluster), RPC errors, no ray
+        code, why = ExitCode.NO_RAY, f"cannot reach the Ray GCS: {type(exc).__name__}: {exc}"
+    else:
+        code, why = ExitCode.OK, ""
+    if code != ExitCode.OK:
+        print(f"{GANG_RELEASED_MARKER.strip()} {why}", file=sys.stderr, flush=True)
+        _tell(ready_fd, f"failed {int(code)} {why}")
+        return int(code)
     _say(GANG_HELD_MARKER, {"nodes": nodes, "gpus_per_node": gpus_per_node,
                             "autoscaler": "v2" if gang.v2 else "v1"})
+    _tell(ready_fd, "held")
 
     if os.getppid() == 1:     # the parent died before prctl took effect
         done.set()
@@ -162,6 +211,9 @@ def hold(nodes: int, gpus_per_node: int, address: str | None) -> int:
 def release(address: str | None) -> int:
     try:
         GangRequest(gcs_address(address)).clear()
+    except RequestUnsupported as exc:
+        print(f"{GANG_RELEASED_MARKER.strip()} {exc}", file=sys.stderr, flush=True)
+        return int(ExitCode.GANG_REQUEST_UNSUPPORTED)
     except Exception as exc:
         print(f"{GANG_RELEASED_MARKER.strip()} cannot reach the Ray GCS: {type(exc).__name__}: "
               f"{exc}", file=sys.stderr, flush=True)
@@ -170,32 +222,152 @@ def release(address: str | None) -> int:
     return int(ExitCode.OK)
 
 
-class GangHolder:
-    """The driver's side of ``hold``: the child process and the pipe whose end releases it.
-    Standard library only: the driver never imports Ray."""
+class GangRequestError(Exception):
+    """The gang request was not confirmed: ``code`` (an ExitCode) and why."""
 
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code, self.message = int(code), message
+
+
+class GangHolder:
+    """The driver's side of ``hold``: the child process, the pipe whose end releases it, the
+    confirmation pipe, the watcher that makes the request again when the holder dies, and the
+    fallback release. Standard library only: the driver never imports Ray.
+
+    ``on_event(name, **fields)``: what the driver records (gpu_request_lost, gpu_request_remade,
+    gpu_request_remake_failed), called from the watcher's thread."""
+
+    def __init__(self, nodes: int, gpus_per_node: int, *,
+                 on_event: Callable[..., None] | None = None,
+                 confirm_seconds: float = CONFIRM_SECONDS, watch_seconds: float = WATCH_SECONDS,
+                 fallback_seconds: float = FALLBACK_SECONDS):
+        self.nodes, self.gpus_per_node = nodes, gpus_per_node
+        self.on_event = on_event or (lambda name, **fields: None)
+        self.confirm_seconds, self.watch_seconds = confirm_seconds, watch_seconds
+        self.fallback_seconds = fallback_seconds
+        self.proc: subprocess.Popen | None = None
+        self.remade = 0
+        self.fallback_exit_code: int | None = None
+        self._releasing = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     @classmethod
-    def start(cls, nodes: int, gpus_per_node: int) -> GangHolder:
-        argv = [sys.executable, "-m", "jobs.head.gpu_gang", "hold", "--nodes", str(nodes),
-                "--gpus-per-node", str(gpus_per_node)]
-        return cls(subprocess.Popen(argv, stdin=subprocess.PIPE))
+    def start(cls, nodes: int, gpus_per_node: int, **options: Any) -> GangHolder:
+        """Make the request and see it confirmed (GangRequestError otherwise), then watch it."""
+        holder = cls(nodes, gpus_per_node, **options)
+        holder._spawn_confirmed()
+        holder._watcher = threading.Thread(target=holder._watch, name="gang-watch", daemon=True)
+        holder._watcher.start()
+        return holder
+
+    def _argv(self, ready_fd: int) -> list[str]:
+        return [sys.executable, "-m", "jobs.head.gpu_gang", "hold", "--nodes", str(self.nodes),
+                "--gpus-per-node", str(self.gpus_per_node), "--ready-fd", str(ready_fd)]
+
+    def _spawn_confirmed(self) -> None:
+        read_end, write_end = os.pipe()
+        try:
+            try:
+                proc = subprocess.Popen(self._argv(write_end), stdin=subprocess.PIPE, pass_fds=(write_end,))
+            except OSError as exc:
+                raise GangRequestError(ExitCode.GANG_REQUEST_UNCONFIRMED,
+                                       f"the gang holder could not start: {exc.strerror or exc}") from exc
+            finally:
+                os.close(write_end)
+            self.proc = proc
+            answer = self._answer(read_end, proc)
+        finally:
+            os.close(read_end)
+        if answer == "held":
+            return
+        self._stop(proc)
+        if answer.startswith("failed "):       # the holder made no request: nothing to clear
+            code, _, why = answer[len("failed "):].partition(" ")
+            raise GangRequestError(int(code) if code.isdigit() else ExitCode.FAILED, why)
+        # Silent or dead before answering: it may have made the request before it stopped.
+        self._fallback()
+        raise GangRequestError(ExitCode.GANG_REQUEST_UNCONFIRMED, answer)
+
+    def _fallback(self) -> None:
+        """``release`` once, within fallback_seconds (its exit code: fallback_exit_code; None
+        when it did not end in time or could not start)."""
+        try:
+            self.fallback_exit_code = subprocess.run(
+                [sys.executable, "-m", "jobs.head.gpu_gang", "release"], stdin=subprocess.DEVNULL,
+                timeout=self.fallback_seconds, check=False).returncode
+        except (OSError, subprocess.TimeoutExpired):
+            self.fallback_exit_code = None
+
+    def _answer(self, read_end: int, proc: subprocess.Popen) -> str:
+        """The holder's one line, or why there is none (it exited, or said nothing in time)."""
+        deadline = time.monotonic() + self.confirm_seconds
+        data = b""
+        while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return (f"the gang holder did not confirm the GPU request within "
+                        f"{self.confirm_seconds:.0f}s")
+            readable, _, _ = select.select([read_end], [], [], min(left, 0.5))
+            if readable:
+                chunk = os.read(read_end, 4096)
+                if not chunk:
+                    code = proc.wait()
+                    return f"the gang holder exited {code} before confirming the GPU request"
+                data += chunk
+        return data.split(b"\n", 1)[0].decode(errors="replace").strip()
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+    def _watch(self) -> None:
+        """Every watch_seconds: a holder that exited while the run still holds the gang is
+        replaced, and the request made again; a failed attempt is tried again RETRY_SECONDS
+        later (the run still needs its GPUs; the GPU wait or the trainer's node loss decides
+        what becomes of the run meanwhile)."""
+        while not self._releasing.wait(self.watch_seconds):
+            proc = self.proc
+            code = None if proc is None else proc.poll()
+            if code is None:
+                continue
+            self.on_event("gpu_request_lost", holder_exit_code=code)
+            while not self._releasing.is_set():
+                try:
+                    self._spawn_confirmed()
+                except GangRequestError as exc:
+                    self.on_event("gpu_request_remake_failed", exit_code=exc.code, message=exc.message)
+                    if self._releasing.wait(RETRY_SECONDS):
+                        return
+                    continue
+                self.remade += 1
+                self.on_event("gpu_request_remade", times=self.remade)
+                break
 
     def release(self, timeout: float = 10.0) -> int | None:
         """Close the pipe (the holder clears the request and exits); its exit code, None when
-        it did not exit in time (it is then killed: a request it made stays until the next
-        run's, or `python3 -m jobs.head.gpu_gang release`)."""
-        if self.proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
+        it did not exit in time (it is then killed). Unless the holder cleared the request
+        itself (exit 0), ``release`` runs once, within fallback_seconds (its exit code:
+        ``fallback_exit_code``; None when it did not end in time)."""
+        self._releasing.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            # A new holder the watcher is starting is waited for (bounded), then released too.
+            self._watcher.join(timeout=self.confirm_seconds + self.watch_seconds + 1)
+        proc = self.proc
+        code: int | None = None
+        if proc is not None:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._stop(proc)
+        if code != 0:
+            self._fallback()
+        return code
 
 
 def _positive_int(text: str) -> int:
@@ -213,6 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     held.add_argument("--nodes", type=_positive_int, required=True)
     held.add_argument("--gpus-per-node", type=_positive_int, required=True)
     held.add_argument("--address", default=None, help="GCS address (default: RAY_ADDRESS, auto)")
+    held.add_argument("--ready-fd", type=int, default=None,
+                      help="a pipe to say `held` or `failed <code> <why>` on, once")
     cleared = sub.add_parser("release", help="clear the cluster's resource request")
     cleared.add_argument("--address", default=None)
     try:
@@ -220,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     if args.command == "hold":
-        return hold(args.nodes, args.gpus_per_node, args.address)
+        return hold(args.nodes, args.gpus_per_node, args.address, args.ready_fd)
     return release(args.address)
 
 

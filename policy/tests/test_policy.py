@@ -36,7 +36,7 @@ from pulumi_policy import (
 
 RULE_NAMES = ["gpu-provisioning-model", "ray-head-not-exposed", "no-privileged-workloads",
               "no-floating-image-tags", "prod-data-stores-protected", "no-plaintext-secrets",
-              "iam-bucket-scoped"]
+              "iam-bucket-scoped", "ray-autoscaler-rights-head-only"]
 
 RAY_CLUSTER = "kubernetes:ray.io/v1:RayCluster"
 RAY_JOB = "kubernetes:ray.io/v1:RayJob"
@@ -358,6 +358,17 @@ BAD: list[tuple[str, str, str, Callable[[], dict]]] = [
      lambda: retype(_node_grant("dev"), "gcp:projects/iAMBinding:IAMBinding")),
     ("org-iam-member", "iam-bucket-scoped", "on the whole organization",
      lambda: _iam("gcp:organizations/iAMMember:IAMMember", orgId="123456789012")),
+    # 8. The autoscaler's rights stay on the head: KubeRay v1.7.0 binds its autoscaler Role to the
+    # head template's serviceAccountName, else the RayCluster's name (common/rbac.go
+    # BuildRoleBinding, utils/util.go GetHeadGroupServiceAccountName).
+    ("worker-shares-the-heads-account", "ray-autoscaler-rights-head-only",
+     "worker group 'gpu-workers' (spec.workerGroupSpecs[0].template.spec.serviceAccountName) runs as "
+     "'grpo-workload', the account bound to the autoscaler's Role",
+     lambda: _with(_ray("prod"), lambda r: _worker_spec(r).update(serviceAccountName="grpo-workload"))),
+    ("worker-runs-as-the-clusters-name", "ray-autoscaler-rights-head-only", "runs as 'grpo-dev'",
+     lambda: _with(_with(_ray("dev"), _drop(["inputs", "spec", "headGroupSpec", "template", "spec",
+                                             "serviceAccountName"])),
+                   lambda r: _worker_spec(r).update(serviceAccountName="grpo-dev"))),
 ]
 
 
@@ -418,6 +429,10 @@ GOOD: list[tuple[str, Callable[[], dict]]] = [
     ("entrypoint-env-reference", lambda: _with(_job("dev"), lambda r: r["inputs"]["spec"].update(
         entrypoint="HF_TOKEN=$HF_TOKEN " + r["inputs"]["spec"]["entrypoint"]))),
     ("submitter-pinned", lambda: _submitter("prod", lambda c: None)),
+    # Without in-tree autoscaling KubeRay binds nothing: one account for all pods is allowed.
+    ("shared-account-without-autoscaler", lambda: _with(
+        _with(_ray("prod"), lambda r: _worker_spec(r).update(serviceAccountName="grpo-workload")),
+        _set(["inputs", "spec", "enableInTreeAutoscaling"], False))),
     ("helm-digest", lambda: _with(find(DOCS["prod"], HELM, "kuberay-operator"), lambda r: r["inputs"]["values"]["image"].update(
         tag="latest", digest="sha256:" + "0" * 64))),
     ("prod-bucket-protected", lambda: _with(in_stack(find(DOCS["dev"], "gcp:storage/bucket:Bucket", "storage-bucket"), "prod"),

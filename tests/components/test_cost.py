@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 
 from components.config import load_stack_config
+<<<<<<< HEAD
 from components.cost import describe, estimate_cost, load_prices
 from tests.background import PREVIEW_TREE
 from tests.conftest import stack_config
+=======
+from components.cost import describe, estimate_cost, load_prices, partial_grant_line
+from tests.conftest import DELETE, stack_config
+>>>>>>> issue-33
 
 P = "gke-grpo:"
 
@@ -70,3 +75,51 @@ def test_lustre_tier_with_a_price():
 def test_tree_preview_prints_the_estimate(stack):
     run = PREVIEW_TREE[stack].result()          # `python -m tools.preview STACK`, run once for the suite
     assert "Cost estimate:" in run.stdout and "per hour" in run.stdout
+
+
+# ---- flex-start for a gang: the worst case of a partial grant (docs/gpu-capacity.md) -----------
+
+FLEX = {P + "gpu.provisioningModel": "flex-start", P + "gpu.reservation": DELETE}
+
+
+def test_a_flex_start_gang_states_the_worst_case_of_a_partial_grant():
+    estimate = _estimate("prod", {**FLEX, P + "job.gpuWaitSeconds": 3600})
+    grant = estimate["flexStartPartialGrant"]
+    # 4 nodes x 1 h x the flex-start rate (the on-demand rate bounds it: data/prices.yaml).
+    assert grant == {"nodes": 4, "gpuWaitSeconds": 3600, "hourlyPerNode": 90.22,
+                     "rateBasis": grant["rateBasis"], "upperBound": round(4 * 1 * 90.216, 2), "currency": "USD"}
+    line = partial_grant_line(grant)
+    assert "4 nodes x job.gpuWaitSeconds 3600 s x 90.22 USD per node-hour" in line and "= 360.86 USD" in line
+    assert "queued provisioning, which grants them all at once, is not used" in line
+    assert any(line in shown for shown in describe(estimate))
+
+
+@pytest.mark.parametrize("changes", [
+    {},                                                    # a reservation: no grant one by one
+    {P + "gpu.provisioningModel": "spot", P + "gpu.reservation": DELETE},
+    {**FLEX, P + "gpu.nodes": 1, P + "gpu.maxNodes": 1},   # one node: nothing assembles
+])
+def test_no_partial_grant_without_a_flex_start_gang(changes):
+    assert "flexStartPartialGrant" not in _estimate("prod", changes)
+
+
+def test_a_waterfall_with_flex_start_states_it_too():
+    estimate = _estimate("prod", {P + "gpu.provisioningModel": DELETE, P + "gpu.reservation": DELETE,
+                                  P + "gpu.capacity": [{"kind": "spot"}, {"kind": "flexStart"}]})
+    assert estimate["flexStartPartialGrant"]["nodes"] == 4
+
+
+def test_preflight_states_it(tmp_path, capsys):
+    import yaml
+
+    from tests.conftest import ROOT
+    from tools import capacity_findings
+
+    document = yaml.safe_load((ROOT / "Pulumi.prod.yaml").read_text())
+    document["config"]["gke-grpo:gpu"].update(provisioningModel="flex-start")
+    document["config"]["gke-grpo:gpu"].pop("reservation")
+    path = tmp_path / "Pulumi.prod.yaml"
+    path.write_text(yaml.safe_dump(document))
+    assert capacity_findings.main(["prod", "--config-file", str(path)]) == 0
+    [line] = __import__("json").loads(capsys.readouterr().out)
+    assert line.startswith("flex-start grants a gang's 4 nodes one by one")

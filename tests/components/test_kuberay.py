@@ -171,7 +171,7 @@ def test_gpu_workers_tell_ray_their_nodes_capacity_source(stack_preview):
                             "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
     assert init["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert {m["mountPath"] for m in init["volumeMounts"]} == {"/tmp/ray"}
-    # Read-only RBAC: get one node; bound to the Ray pods' service account.
+    # Read-only RBAC: get one node; bound to the GPU workers' service account alone.
     [role] = [r for r in stack_preview.resources if r.type == "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"]
     assert role.inputs["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
     [binding] = [r for r in stack_preview.resources
@@ -187,14 +187,17 @@ def test_gpu_workers_tell_ray_their_nodes_capacity_source(stack_preview):
     assert role.urn in ray_cluster.dependencies and binding.urn in ray_cluster.dependencies
 
 
-def test_the_ray_pods_service_account_exists_before_the_ray_cluster(stack_preview):
+def test_the_ray_pods_service_accounts_exist_before_the_ray_cluster(stack_preview):
     """KubeRay's reconcile fails on a head serviceAccountName that does not exist (v1.7.0
-    raycluster_controller.go): the program creates it, and the RayCluster waits for it."""
+    raycluster_controller.go): the program creates both accounts, and the RayCluster waits."""
     ray_cluster = _ray_cluster(stack_preview)
-    name = ray_cluster.inputs["spec"]["headGroupSpec"]["template"]["spec"]["serviceAccountName"]
-    [account] = [r for r in stack_preview.resources if r.type == "kubernetes:core/v1:ServiceAccount"
-                 and r.inputs["metadata"]["name"] == name]
-    assert account.urn in ray_cluster.dependencies
+    spec = ray_cluster.inputs["spec"]
+    names = [spec["headGroupSpec"]["template"]["spec"]["serviceAccountName"],
+             spec["workerGroupSpecs"][0]["template"]["spec"]["serviceAccountName"]]
+    for name in names:
+        [account] = [r for r in stack_preview.resources if r.type == "kubernetes:core/v1:ServiceAccount"
+                     and r.inputs["metadata"]["name"] == name]
+        assert account.urn in ray_cluster.dependencies
 
 
 def test_addon_stacks_say_in_tree_autoscaling_is_unconfirmed(caplog):
@@ -562,7 +565,8 @@ def _kuberay_from_args():
                                           ip_cidr_range=f"192.168.{i + 1}.0/24") for i in range(2)]
         volume = {"name": "shared-data", "persistentVolumeClaim": {"claimName": "unit-claim"}}
         storage = PodStorage(
-            service_account_name="unit-sa", volumes=[volume],
+            head_service_account_name="unit-head-sa", worker_service_account_name="unit-worker-sa",
+            volumes=[volume],
             volume_mounts=[{"name": "shared-data", "mountPath": "/data"}], head_volumes=[volume],
             pod_annotations={"unit/worker": "yes"}, head_pod_annotations={"unit/head": "yes"},
             hf_home="/data/hf", sidecar_budget=(0.0, 0.0), claims=[])
@@ -572,7 +576,8 @@ def _kuberay_from_args():
             head_ephemeral_storage_gib=20, worker=WorkerSizing(cpu=100, memory_gib=1000, shm_gib=64),
             worker_ephemeral_storage_gib=500, gpu_nodes=2, gpus_per_node=8,
             nccl_tuner_file="/usr/local/gib/configs/unit.txtpb", rdma_nics=2, operator="helm",
-            helm_chart_version="1.7.0", head_node_selector={"unit/pool": "head"},
+            helm_chart_version="1.7.0", autoscaler_allocate_timeout_seconds=4321,
+            head_node_selector={"unit/pool": "head"},
             gpu_node_selector={"unit/pool": "gpu"}, gpu_tolerations=[], storage=storage)
         return KubeRay("kuberay", KubeRayArgs(
             operator="helm", operator_namespace=None, helm_chart_version="1.7.0",
@@ -601,7 +606,8 @@ def test_kuberay_is_built_from_its_own_args_alone():
     head = spec["headGroupSpec"]["template"]
     assert head["metadata"]["annotations"] == {"unit/head": "yes"}
     assert head["spec"]["nodeSelector"] == {"unit/pool": "head"}
-    assert head["spec"]["serviceAccountName"] == "unit-sa"
+    assert head["spec"]["serviceAccountName"] == "unit-head-sa"
+    assert group["template"]["spec"]["serviceAccountName"] == "unit-worker-sa"
     # One GKENetworkParamSet and one Network per extra NIC: the gVNIC and the two RDMA subnets.
     params = built.of_type("kubernetes:networking.gke.io/v1:GKENetworkParamSet")
     assert sorted(p.inputs["spec"]["vpcSubnet"] for p in params) == ["u-gvnic-sub", "u-rdma-0", "u-rdma-1"]

@@ -105,6 +105,9 @@ def test_recreate_only_with_kuberay_1_6_from_helm(operator, version, recreate):
     if recreate:
         assert options == {} and replacement_message(operator, version, "grpo") is None
     else:
-        assert options == {"replace_on_changes": ["spec.headGroupSpec.template", "spec.workerGroupSpecs"],
+        # autoscalerOptions too: KubeRay renders them into the head pod (its autoscaler sidecar;
+        # ray-operator/controllers/ray/common/pod.go mergeAutoscalerOverrides @v1.7.0).
+        assert options == {"replace_on_changes": ["spec.headGroupSpec.template", "spec.workerGroupSpecs",
+                                                  "spec.autoscalerOptions"],
                            "delete_before_replace": True}
         assert "REPLACES the RayCluster" in replacement_message(operator, version, "grpo")

@@ -242,19 +242,23 @@ def test_bucket_defaults_and_flat_variant():
 @pytest.mark.parametrize("key", GCS)
 def test_workload_identity_grant_is_on_the_bucket_only(key):
     b = built(key)
-    member = b.one(BUCKET_MEMBER)
-    assert member.inputs["role"] == "roles/storage.objectUser"
-    assert member.inputs["bucket"] == b.one(BUCKET).inputs["name"]
     number = project_number(b.config.project)
-    assert member.inputs["member"] == (
-        f"principal://iam.googleapis.com/projects/{number}/locations/global/workloadIdentityPools/"
-        f"{b.config.project}.svc.id.goog/subject/ns/grpo/sa/grpo-workload")
-    assert member.inputs["member"] == workload_identity_member(
-        number, b.config.project, "grpo", "grpo-workload")
-    assert b.urn(BUCKET) in member.dependencies
+    # One grant per Ray pod account, head and GPU workers: each mounts the bucket.
+    members = {m.name: m for m in b.registrations if m.type == BUCKET_MEMBER}
+    assert set(members) == {"storage-bucket-object-user", "storage-bucket-object-user-gpu-workers"}
+    for name, account in (("storage-bucket-object-user", "grpo-workload"),
+                          ("storage-bucket-object-user-gpu-workers", "grpo-gpu-worker")):
+        member = members[name]
+        assert member.inputs["role"] == "roles/storage.objectUser"
+        assert member.inputs["bucket"] == b.one(BUCKET).inputs["name"]
+        assert member.inputs["member"] == (
+            f"principal://iam.googleapis.com/projects/{number}/locations/global/workloadIdentityPools/"
+            f"{b.config.project}.svc.id.goog/subject/ns/grpo/sa/{account}")
+        assert member.inputs["member"] == workload_identity_member(number, b.config.project, "grpo", account)
+        assert b.urn(BUCKET) in member.dependencies
     # Nothing project-wide: no other IAM resource of any kind anywhere in the build.
     iam = [r.type for r in b.registrations if "iam" in r.type.lower()]
-    assert iam == [BUCKET_MEMBER]
+    assert iam == [BUCKET_MEMBER, BUCKET_MEMBER]
 
 
 @pytest.mark.parametrize("key", GCS)
@@ -273,7 +277,11 @@ def test_gcsfuse_volume_and_claim(key):
     assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
     assert pvc["spec"]["resources"]["requests"]["storage"] == spec["capacity"]["storage"]
     # The PV waits for the bucket and the grant; the claim for the PV.
-    assert {b.urn(BUCKET), b.urn(BUCKET_MEMBER)} <= set(b.one(PV).dependencies)
+    # Each volume waits for the grant of the account that mounts it: the GPU workers' for this
+    # one, the head's for the head's own.
+    grants = {r.name: r.urn for r in b.all(BUCKET_MEMBER)}
+    assert {b.urn(BUCKET), grants["storage-bucket-object-user-gpu-workers"]} <= set(b.one(PV).dependencies)
+    assert grants["storage-bucket-object-user"] in b.head(PV).dependencies
     assert b.urn(PV) in b.one(PVC).dependencies
 
 
@@ -426,7 +434,7 @@ def test_kubernetes_objects_validate_strictly(key):
     b = built(key)
     objects = [r for r in b.children if r.type.startswith("kubernetes:")]
     head = [PV, PVC] if b.config.storage.kind == "gcs" else []  # the head's cache-less claim
-    assert sorted(r.type for r in objects) == sorted([PV, PVC, KSA, *head])
+    assert sorted(r.type for r in objects) == sorted([PV, PVC, KSA, KSA, *head])   # head's, workers' accounts
     for r in objects:
         manifest = manifest_from_registration(r.type, r.raw_inputs)
         assert validate_strict(manifest, b.config.kubernetes_minor) == b.config.kubernetes_minor
@@ -440,10 +448,12 @@ def test_children_are_parented_and_use_the_clusters_provider(key):
     for r in b.children:
         if r.type.startswith("kubernetes:"):
             assert r.provider.startswith(provider.urn + "::")
-    assert b.one(KSA).inputs["metadata"] == {
-        "name": "grpo-workload", "namespace": "grpo",
-        "labels": {"app.kubernetes.io/part-of": "gke-grpo",
-                   "app.kubernetes.io/component": "shared-storage"}}
+    labels = {"app.kubernetes.io/part-of": "gke-grpo", "app.kubernetes.io/component": "shared-storage"}
+    # The head's account and the GPU workers' own (components/storage.py says why two).
+    assert sorted((r.inputs["metadata"] for r in b.registrations if r.type == KSA),
+                  key=lambda m: m["name"]) == [
+        {"name": "grpo-gpu-worker", "namespace": "grpo", "labels": labels},
+        {"name": "grpo-workload", "namespace": "grpo", "labels": labels}]
 
 
 @pytest.mark.parametrize("key", KIND_BY_MODE)
@@ -453,6 +463,7 @@ def test_outputs_are_the_same_shape_for_both_kinds(key):
     assert storage.claim_name == "shared-data"
     assert storage.mount_path == "/data"
     assert storage.service_account_name == "grpo-workload"
+    assert storage.worker_service_account_name == "grpo-gpu-worker"
     assert storage.volumes == [{"name": "shared-data",
                                 "persistentVolumeClaim": {"claimName": "shared-data"}}]
     assert storage.volume_mounts == [{"name": "shared-data", "mountPath": "/data"}]

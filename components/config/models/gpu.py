@@ -55,7 +55,8 @@ class CapacitySource(_Area):
         json_schema_extra={"defaultText": "`gpu.maxNodes`; a reservation: `gpu.nodes`"})
     node_pool: NodePoolName | None = Field(
         None, description="Standard only: this source's GKE node pool name; `<machine>-pool` "
-        "keeps the pool of a former `provisioningModel` config",
+        "keeps the pool of a former `provisioningModel` config, whatever its kind "
+        "([docs/gpu-capacity.md](docs/gpu-capacity.md#moving-from-provisioningmodel-to-capacity))",
         json_schema_extra={"defaultText": "derived from the source: `<machine>-spot-<hash>`, "
                            "`<machine>-flex-<hash>`, `<machine>-res-<name>`"})
 

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from components.config.models.base import _Area
 from components.config.types import (
+    AutoscalerTimeoutSeconds,
     HelmChartVersion,
     KubernetesNamespace,
     PinnedImage,
@@ -57,6 +58,20 @@ class WorkerResources(_Area):
                      "sidecar included, within `data/autopilot-gpu-limits.yaml`"),
     )
 
+class AutoscalerOptions(_Area):
+    # The Ray v2 autoscaler deletes and recreates a worker pod that has not joined Ray within this
+    # (RAY_AUTOSCALER_RECONCILE_ALLOCATE_STATUS_TIMEOUT_S; data/ray-autoscaler-settings.yaml has
+    # each Ray version's default). Omitted: derived from job.gpuWaitSeconds, so changing that key
+    # then also recreates the head pod; set this to keep them apart.
+    allocate_timeout_seconds: AutoscalerTimeoutSeconds | None = Field(
+        None,
+        description=("how long the Ray autoscaler lets a GPU worker pod start (node, image pull, "
+                     "gIB wait) before it deletes and recreates it; at least `job.gpuWaitSeconds`"),
+        json_schema_extra={"defaultText": ("`job.gpuWaitSeconds` + 2400 (a GPU node's bring-up, "
+                                           "`data/ray-autoscaler-settings.yaml`)")},
+    )
+
+
 class KubeRayConfig(_Area):
     operator: Literal["addon", "helm"] = Field(
         description="`addon` (GKE's Ray addon) or `helm` (kuberay-operator release)",
@@ -87,3 +102,5 @@ class KubeRayConfig(_Area):
                                 json_schema_extra={"defaultText": "defaults"})
     worker: WorkerResources = Field(WorkerResources(), description="GPU worker resources",
                                     json_schema_extra={"defaultText": "defaults"})
+    autoscaler: AutoscalerOptions = Field(AutoscalerOptions(), description="Ray autoscaler settings",
+                                          json_schema_extra={"defaultText": "defaults"})

@@ -67,7 +67,8 @@ def test_released_workers_are_releasing_then_zero():
 
 def test_a_request_an_ended_attempt_never_released_is_called_out():
     text = dict(gpu_worker_rows(gpu_nodes(STATE), HELD, live=False))["GPU workers"]
-    assert "never released" in text and "python3 -m jobs.head.gpu_gang release" in text
+    assert "WARNING: a GPU request for 3 nodes stands with no live run" in text
+    assert "`gke-grpo release-gpus` clears it" in text
     assert gang_held(HELD) == {"autoscaler": "v2", "gpus_per_node": 8, "nodes": 3}
     assert gang_held(HELD + RELEASED) is None and gang_held("") is None
 
@@ -112,3 +113,45 @@ def test_starts_recorded_without_sources_count_the_stacks_first_source():
     cost = run_cost(timeline_from_rows(events), nodes=2, rate=hourly_rate(TABLE.machines["m"], "spot"),
                     currency="USD", prices_as_of="x", provisioning_model="spot", now=9999)
     assert cost.node_hours == pytest.approx(2.0) and cost.so_far == pytest.approx(20.0)
+
+
+# ---- `gke-grpo release-gpus`: one command that clears a standing request ----------------------
+
+class FakeRuns:
+    def __init__(self, live=False, status="SUCCEEDED"):
+        from types import SimpleNamespace
+
+        self.attempt = SimpleNamespace(number=2, submission_id="run-1-attempt-2", status="RUNNING", live=live)
+        self.final, self.submitted = status, []
+
+    def attempts(self, run_id):
+        return [self.attempt]
+
+    def _call(self, what, method, **kwargs):
+        self.submitted.append((method, kwargs))
+
+    def wait_terminal(self, submission_id, timeout):
+        return self.final
+
+    def logs(self, submission_id):
+        return '[gpu_gang] RELEASED {"reason": "released by hand"}\n'
+
+
+@pytest.mark.parametrize("live,status,code", [(False, "SUCCEEDED", 0), (False, "FAILED", 1), (True, None, 2)])
+def test_release_gpus_runs_the_holders_release_on_the_head_unless_the_run_is_live(live, status, code):
+    import io
+    from types import SimpleNamespace
+
+    from jobs.cli.live_commands import RELEASE_ENTRYPOINT, cmd_release_gpus
+
+    runs, out, err = FakeRuns(live, status), io.StringIO(), io.StringIO()
+    result = cmd_release_gpus(runs, SimpleNamespace(run_id="run-1"), SimpleNamespace(wait_seconds=5), out, err)
+    assert result == code
+    if live:
+        assert runs.submitted == [] and "`gke-grpo stop` ends the attempt and releases it" in err.getvalue()
+        return
+    [(method, kwargs)] = runs.submitted
+    assert method == "submit_job" and kwargs["entrypoint"] == RELEASE_ENTRYPOINT == \
+        "python3 -m jobs.head.gpu_gang release"
+    assert kwargs["submission_id"].startswith("gke-grpo-release-gpus-")
+    assert "[gpu_gang] RELEASED" in out.getvalue() and f": {status}" in out.getvalue()

@@ -43,7 +43,7 @@ class GangHooks(FakeHooks):
         super().__init__(gpu_codes)
         self.log: list[str] = []
 
-    def hold_gpus(self, plan):
+    def hold_gpus(self, plan, on_event=None):
         self.log.append(f"hold {plan.gpus}")
         return FakeHolder(self.log)
 
@@ -169,13 +169,22 @@ def _fake_holder(tmp_path: Path) -> Path:
     (shim / "ray" / "_private" / "__init__.py").write_text("")
     (shim / "ray" / "_private" / "services.py").write_text(
         "def canonicalize_bootstrap_address_or_die(address):\n    return '127.0.0.1:6379'\n")
+    # GANG_SHIM_MODE: "ok"; "unreachable" (no GCS answers); "no-api" (a Ray whose GCS client has
+    # no resource request call); "hang" (the client never answers).
     (shim / "ray" / "_raylet.py").write_text(textwrap.dedent(f"""
-        import json
+        import json, os, time
         GCS_AUTOSCALER_V2_ENABLED_KEY = "__autoscaler_v2_enabled"
         GCS_AUTOSCALER_STATE_NAMESPACE = "__autoscaler"
+        MODE = os.environ.get("GANG_SHIM_MODE", "ok")
         class GcsClient:
             def __init__(self, address):
                 assert address == "127.0.0.1:6379"
+                if MODE == "unreachable":
+                    raise ConnectionError("Failed to connect to GCS at 127.0.0.1:6379")
+                if MODE == "hang":
+                    time.sleep(600)
+                if MODE == "no-api":
+                    self.request_cluster_resource_constraint = None
             def internal_kv_get(self, key, namespace=None, timeout=None):
                 return b"1" if (key, namespace) == (b"__autoscaler_v2_enabled", b"__autoscaler") else None
             def request_cluster_resource_constraint(self, bundles, selectors, counts, timeout_s=None):

@@ -1,0 +1,127 @@
+"""A gang request that cannot fail silently (jobs/head/gpu_gang.py GangHolder): the driver sees the
+holder confirm within a bound, or ends at once with the cause's exit code; a holder that dies
+while the run runs is noticed within seconds and the request made again; every end of the driver
+clears the request, by the holder or by a bounded fallback `release`.
+
+The holder's own code runs unchanged against a stand-in `ray` package (tests/jobs/head/
+test_gpu_gang.py _fake_holder) that records each request; the real request against Ray's
+autoscaler is tests/jobs/head/test_gpu_gang_ray.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from jobs.contract.exit_codes import ExitCode
+from jobs.head.gpu_gang import GangHolder, GangRequestError
+from tests.conftest import ROOT
+from tests.jobs.head.test_driver import FakeHooks, drive, make_plan
+from tests.jobs.head.test_gpu_gang import CLEARED, _fake_holder, _requests, _wait
+
+HELD = [[{"GPU": 8.0}], [{}], [4]]
+
+
+@pytest.fixture
+def shim_env(tmp_path, monkeypatch):
+    """The holder, and the fallback `release`, inherit this environment from the driver's side."""
+    shim = _fake_holder(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", f"{shim}:{ROOT}")
+
+    def mode(name: str) -> None:
+        monkeypatch.setenv("GANG_SHIM_MODE", name)
+    mode("ok")
+    return mode
+
+
+@pytest.mark.parametrize("mode,code,words", [
+    ("unreachable", ExitCode.NO_RAY, "cannot reach the Ray GCS: ConnectionError"),
+    ("no-api", ExitCode.GANG_REQUEST_UNSUPPORTED, "has no request_cluster_resource_constraint"),
+])
+def test_a_request_that_cannot_be_made_fails_at_once_naming_the_cause(tmp_path, shim_env, mode, code, words):
+    shim_env(mode)
+    started = time.monotonic()
+    with pytest.raises(GangRequestError) as caught:
+        GangHolder.start(4, 8)
+    assert caught.value.code == code and words in caught.value.message
+    assert time.monotonic() - started < 30          # the holder's own answer, not a timeout
+    assert _requests(tmp_path) == []
+
+
+def test_a_holder_that_never_answers_is_stopped_at_the_bound(tmp_path, shim_env):
+    shim_env("hang")
+    started = time.monotonic()
+    with pytest.raises(GangRequestError) as caught:
+        GangHolder.start(4, 8, confirm_seconds=2, fallback_seconds=2)
+    assert caught.value.code == ExitCode.GANG_REQUEST_UNCONFIRMED
+    assert "did not confirm the GPU request within 2s" in caught.value.message
+    # A silent holder may have made the request: the bounded fallback release was tried too
+    # (here it hangs like the GCS does, and is given up after its bound).
+    assert time.monotonic() - started < 20
+
+
+class RefusedHooks(FakeHooks):
+    def __init__(self, error):
+        super().__init__()
+        self.error, self.waited = error, False
+
+    def hold_gpus(self, plan, on_event=None):
+        raise self.error
+
+    def wait_for_gpus(self, plan, timeout, run):
+        self.waited = True
+        return super().wait_for_gpus(plan, timeout, run)
+
+
+@pytest.mark.parametrize("error,code", [
+    (GangRequestError(ExitCode.NO_RAY, "cannot reach the Ray GCS: ConnectionError: refused"), ExitCode.NO_RAY),
+    (GangRequestError(ExitCode.GANG_REQUEST_UNSUPPORTED, "this Ray's GCS client has no request call"),
+     ExitCode.GANG_REQUEST_UNSUPPORTED),
+    (OSError(24, "Too many open files"), ExitCode.GANG_REQUEST_UNCONFIRMED),
+])
+def test_the_driver_ends_at_once_never_with_a_gpu_wait_timeout(tmp_path, error, code):
+    hooks = RefusedHooks(error)
+    result, out, events, _ = drive(make_plan(tmp_path, "ok"), hooks)
+    assert result == code and not hooks.waited
+    assert "the GPU gang" in out and (getattr(error, "message", None) or "Too many open files") in out
+    assert [e["event"] for e in events if e["event"].startswith("gpu_")] == []
+    assert events[-1]["event"] == "driver_end" and events[-1]["exit_code"] == int(code)
+
+
+def test_a_dead_holder_is_noticed_and_the_request_made_again(tmp_path, shim_env):
+    seen: list[tuple[str, dict]] = []
+    holder = GangHolder.start(4, 8, watch_seconds=0.2, on_event=lambda name, **f: seen.append((name, f)))
+    assert _requests(tmp_path) == [HELD]
+    first = holder.proc
+    killed = time.monotonic()
+    os.kill(first.pid, signal.SIGKILL)
+    _wait(lambda: _requests(tmp_path) == [HELD, HELD], timeout=30)
+    assert time.monotonic() - killed < 15           # noticed within seconds, not at the run's end
+    assert [name for name, _ in seen] == ["gpu_request_lost", "gpu_request_remade"]
+    assert seen[0][1] == {"holder_exit_code": -signal.SIGKILL}
+    assert holder.proc is not first and holder.remade == 1
+    assert holder.release() == 0 and holder.fallback_exit_code is None
+    assert _requests(tmp_path) == [HELD, HELD, CLEARED]
+
+
+def test_a_holder_dead_at_the_end_is_covered_by_the_fallback(tmp_path, shim_env):
+    holder = GangHolder.start(4, 8, watch_seconds=600)     # the watcher does not step in
+    os.kill(holder.proc.pid, signal.SIGKILL)
+    holder.proc.wait()
+    assert _requests(tmp_path) == [HELD]                    # the request stands
+    started = time.monotonic()
+    assert holder.release() == -signal.SIGKILL
+    assert holder.fallback_exit_code == 0 and time.monotonic() - started < 30
+    assert _requests(tmp_path) == [HELD, CLEARED]
+
+
+def test_the_fallback_is_bounded(tmp_path, shim_env):
+    holder = GangHolder.start(4, 8, watch_seconds=600, fallback_seconds=2)
+    os.kill(holder.proc.pid, signal.SIGKILL)
+    holder.proc.wait()
+    shim_env("hang")                                        # the GCS no longer answers
+    started = time.monotonic()
+    holder.release()
+    assert holder.fallback_exit_code is None and time.monotonic() - started < 10
