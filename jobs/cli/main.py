@@ -38,10 +38,7 @@ from typing import TextIO
 
 from jobs.cli.arguments import port_number, positive_int, positive_seconds, resolve_address, run_id_text
 from jobs.cli.export_serve import add_export_serve_parsers, cmd_export, cmd_serve
-<<<<<<< HEAD
 from jobs.cli.extras import missing_cli_module, not_installed
-from jobs.cli.live_commands import cmd_attach, cmd_list, cmd_logs, cmd_status, cmd_stop, cmd_submit
-=======
 from jobs.cli.live_commands import (
     cmd_attach,
     cmd_list,
@@ -51,7 +48,6 @@ from jobs.cli.live_commands import (
     cmd_stop,
     cmd_submit,
 )
->>>>>>> issue-33
 from jobs.cli.output_files import check_output_file
 from jobs.cli.ray_jobs import RetryPolicy, RunError, Runs
 from jobs.cli.run_directory_commands import cmd_health, cmd_plot, cmd_report, cmd_status_offline

@@ -114,27 +114,16 @@ def main(argv: list[str] | None = None) -> int:
     lines = [str(finding) for finding in findings]
     plan = plan_for_spec(spec)
     if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
-<<<<<<< HEAD
         lines.append(format_plan(plan))
+    try:
+        lines += [f"warning: {line}" for line in capacity_findings(args.stack, args.config_file)]
+    except StackError as err:
+        lines.append(f"preflight: capacity not checked: {err}")
     lines += check_replacements(args.stack, args.config_file)
     lines += check_run_identity(args.stack, spec)
     print("\n".join(lines + summary(lines)))
     failed = sum(line.startswith("error: ") for line in lines)
     warnings = sum(line.startswith("warning: ") for line in lines)
-=======
-        print(format_plan(plan))
-    try:
-        capacity = capacity_findings(args.stack, args.config_file)
-    except StackError as err:
-        capacity = []
-        print(f"preflight: capacity not checked: {err}")
-    for line in capacity:
-        print(f"warning: {line}")
-    refused, replaced = check_replacements(args.stack, args.config_file)
-    replaced += check_run_identity(args.stack, spec)
-    failed = len(errors(findings)) + refused
-    warnings = len(findings) - len(errors(findings)) + replaced + len(capacity)
->>>>>>> issue-33
     print(f"preflight {args.stack}: {spec.framework} run {spec.run_id} on {spec.total_gpus} GPUs: "
           f"{failed} error(s), {warnings} warning(s)")
     return int(ExitCode.USAGE if failed else ExitCode.OK)

@@ -5,14 +5,9 @@ from __future__ import annotations
 import pytest
 
 from components.config import load_stack_config
-<<<<<<< HEAD
-from components.cost import describe, estimate_cost, load_prices
-from tests.background import PREVIEW_TREE
-from tests.conftest import stack_config
-=======
 from components.cost import describe, estimate_cost, load_prices, partial_grant_line
+from tests.background import PREVIEW_TREE
 from tests.conftest import DELETE, stack_config
->>>>>>> issue-33
 
 P = "gke-grpo:"
 
