@@ -179,7 +179,7 @@ def cmd_release_gpus(runs: Runs, target: Target, args, out, err) -> int:
     run_id = target.run_id
     live = [a for a in runs.attempts(run_id) if a.live] if run_id else []
     if live:
-        print(f"[jobs] attempt {live[-1].number} of run {run_id} ({live[-1].submission_id}) is "
+        print(f"[gke-grpo] attempt {live[-1].number} of run {run_id} ({live[-1].submission_id}) is "
               f"{live[-1].status}: its driver holds the GPU request; `gke-grpo stop` ends the "
               "attempt and releases it", file=err, flush=True)
         return ExitCode.USAGE
@@ -189,5 +189,5 @@ def cmd_release_gpus(runs: Runs, target: Target, args, out, err) -> int:
     status = runs.wait_terminal(submission_id, timeout=args.wait_seconds)
     for line in runs.logs(submission_id).splitlines():
         print(line, file=out)
-    print(f"[jobs] {submission_id}: {status}", file=out, flush=True)
+    print(f"[gke-grpo] {submission_id}: {status}", file=out, flush=True)
     return ExitCode.OK if status == "SUCCEEDED" else ExitCode.FAILED
