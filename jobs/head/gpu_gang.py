@@ -269,7 +269,12 @@ class GangHolder:
         read_end, write_end = os.pipe()
         try:
             try:
-                proc = subprocess.Popen(self._argv(write_end), stdin=subprocess.PIPE, pass_fds=(write_end,))
+                # Its own session: `ray job stop` SIGTERMs the driver's whole process group, and a
+                # holder killed with it would look lost to the watcher, which would make the request
+                # again while the driver stops (seen: the driver then missed Ray's stop window).
+                # The driver releases it on its way out; if the driver is killed, its stdin closes.
+                proc = subprocess.Popen(self._argv(write_end), stdin=subprocess.PIPE, pass_fds=(write_end,),
+                                        start_new_session=True)
             except OSError as exc:
                 raise GangRequestError(ExitCode.GANG_REQUEST_UNCONFIRMED,
                                        f"the gang holder could not start: {exc.strerror or exc}") from exc
