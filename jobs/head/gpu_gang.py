@@ -68,6 +68,8 @@ V1_REQUEST_KEY = b"autoscaler_resource_request"
 CONFIRM_SECONDS = 45.0
 # How often the driver's side checks that its holder lives.
 WATCH_SECONDS = 1.0
+# How long a holder that died of SIGTERM waits for the driver's own stop before it is replaced.
+STOP_SETTLE_SECONDS = 5.0
 # The bound on the fallback `release` at the driver's end (one GCS connection and call).
 FALLBACK_SECONDS = 30.0
 # A request that could not be made again is tried again this much later.
@@ -338,6 +340,12 @@ class GangHolder:
             code = None if proc is None else proc.poll()
             if code is None:
                 continue
+            # A stop of the job (`ray job stop`, the RayJob deleted) SIGTERMs every process of the
+            # driver's tree (Ray's job supervisor), the holder included: the driver is stopping
+            # and releases the gang within Ray's window. Making the request again then would hold
+            # the release past that window (seen under load: no driver_end before Ray's SIGKILL).
+            if code == -signal.SIGTERM and self._releasing.wait(STOP_SETTLE_SECONDS):
+                return
             self.on_event("gpu_request_lost", holder_exit_code=code)
             while not self._releasing.is_set():
                 try:
