@@ -321,7 +321,11 @@ else:
         plan = write_plan(tmp_path, spec.run_id, "overrun", deadline_seconds=300)
         where = ["--stack", "dev", "--config-file", write_config(tmp_path, experimentName=name),
                  "--address", head]
-        code, out, err = cli_run(["submit", *where, "--no-follow"], {"env_vars": {"PYTHONUNBUFFERED": "1"}})
+        # Ray's stop window as every job of the program gets it (jobs/contract/run_plan.py): with
+        # Ray's default 3 s a loaded 2-core machine missed it (no driver_end before the SIGKILL).
+        code, out, err = cli_run(["submit", *where, "--no-follow"],
+                                 {"env_vars": {"PYTHONUNBUFFERED": "1",
+                                               "RAY_JOB_STOP_WAIT_TIME_S": str(JOB_STOP_WAIT_SECONDS)}})
         assert code == ExitCode.OK, out + err
         deadline = time.monotonic() + 60
         while "trainer_start" not in [e["event"] for e in events(plan)]:
