@@ -28,7 +28,7 @@ import pytest
 from jobs.cli import main as cli
 from jobs.cli.ray_jobs import RetryPolicy
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.run_plan import PLAN_PATH, RUN_COMMAND, Command, RunPlan
+from jobs.contract.run_plan import JOB_STOP_WAIT_SECONDS, PLAN_PATH, RUN_COMMAND, Command, RunPlan
 from jobs.head.run_records import read_restarts
 from tests.conftest import preview_with
 from tests.jobs import ray_head
