@@ -315,7 +315,7 @@ class Driver:
             # Never a GPU wait on a request nobody made: without the holder's confirmation the
             # run ends now, naming the cause (jobs/head/gpu_gang.py GangHolder).
             try:
-                self.gang = hold(plan, on_event=self.gang_event)
+                self.gang = hold(plan, on_event=self.gang_event, stop_seen=self.stop_seen)
             except GangRequestError as exc:
                 code = exc.code if exc.code in {int(c) for c in ExitCode} else int(ExitCode.FAILED)
                 return self.end(ExitCode(code), "the GPU gang request was not made, so no GPU "

@@ -37,13 +37,14 @@ class Hooks(Protocol):
 
 
 class DefaultHooks:
-    def hold_gpus(self, plan: RunPlan, on_event: Callable[..., None] | None = None):
+    def hold_gpus(self, plan: RunPlan, on_event: Callable[..., None] | None = None,
+                  stop_seen: Callable[[int | None], bool] | None = None):
         """Ask for the whole gang, see the request confirmed (GangRequestError otherwise) and
         hold it (a child process that dies with the driver, made again if it dies first;
         jobs/head/gpu_gang.py); the returned holder's release() clears the request."""
         from jobs.head.gpu_gang import GangHolder
         return GangHolder.start(math.ceil(plan.gpus / plan.gpus_per_node), plan.gpus_per_node,
-                                on_event=on_event)
+                                on_event=on_event, stop_seen=stop_seen)
 
     def wait_for_gpus(self, plan: RunPlan, timeout: float, run: Runner) -> int:
         return run([PYTHON, "-m", "jobs.head.gpu_wait", "--gpus", str(plan.gpus),

@@ -68,8 +68,6 @@ V1_REQUEST_KEY = b"autoscaler_resource_request"
 CONFIRM_SECONDS = 45.0
 # How often the driver's side checks that its holder lives.
 WATCH_SECONDS = 1.0
-# How long a holder that died of SIGTERM waits for the driver's own stop before it is replaced.
-STOP_SETTLE_SECONDS = 5.0
 # The bound on the fallback `release` at the driver's end (one GCS connection and call).
 FALLBACK_SECONDS = 30.0
 # A request that could not be made again is tried again this much later.
@@ -238,14 +236,18 @@ class GangHolder:
     fallback release. Standard library only: the driver never imports Ray.
 
     ``on_event(name, **fields)``: what the driver records (gpu_request_lost, gpu_request_remade,
-    gpu_request_remake_failed), called from the watcher's thread."""
+    gpu_request_remake_failed), called from the watcher's thread. ``stop_seen(exit_code)``: the
+    driver's own rule for whether a child's exit belongs to a stop of the driver (Driver.stop_seen):
+    a holder that died in a stop is not replaced."""
 
     def __init__(self, nodes: int, gpus_per_node: int, *,
                  on_event: Callable[..., None] | None = None,
+                 stop_seen: Callable[[int | None], bool] | None = None,
                  confirm_seconds: float = CONFIRM_SECONDS, watch_seconds: float = WATCH_SECONDS,
                  fallback_seconds: float = FALLBACK_SECONDS):
         self.nodes, self.gpus_per_node = nodes, gpus_per_node
         self.on_event = on_event or (lambda name, **fields: None)
+        self.stop_seen = stop_seen or (lambda code: False)
         self.confirm_seconds, self.watch_seconds = confirm_seconds, watch_seconds
         self.fallback_seconds = fallback_seconds
         self.proc: subprocess.Popen | None = None
@@ -271,10 +273,9 @@ class GangHolder:
         read_end, write_end = os.pipe()
         try:
             try:
-                # Its own session: `ray job stop` SIGTERMs the driver's whole process group, and a
-                # holder killed with it would look lost to the watcher, which would make the request
-                # again while the driver stops (seen: the driver then missed Ray's stop window).
-                # The driver releases it on its way out; if the driver is killed, its stdin closes.
+                # Its own session: a kill of the driver's process group alone (Ray's supervisor
+                # watchdog, `kill -9 -<pgid>`: jobs/head/children.py) leaves the holder, which then
+                # sees its stdin close and clears the request instead of dying with it standing.
                 proc = subprocess.Popen(self._argv(write_end), stdin=subprocess.PIPE, pass_fds=(write_end,),
                                         start_new_session=True)
             except OSError as exc:
@@ -341,10 +342,13 @@ class GangHolder:
             if code is None:
                 continue
             # A stop of the job (`ray job stop`, the RayJob deleted) SIGTERMs every process of the
-            # driver's tree (Ray's job supervisor), the holder included: the driver is stopping
-            # and releases the gang within Ray's window. Making the request again then would hold
-            # the release past that window (seen under load: no driver_end before Ray's SIGKILL).
-            if code == -signal.SIGTERM and self._releasing.wait(STOP_SETTLE_SECONDS):
+            # driver's tree, the holder included (Ray 2.54 dashboard/modules/job/job_supervisor.py:
+            # `[job_process] + job_process.children(recursive=True)`): the driver is stopping and
+            # releases the gang within Ray's window. Making the request again then would hold the
+            # release past that window (seen under load: no driver_end before Ray's SIGKILL).
+            # A holder signalled clears the request itself and exits 0 (`hold`): to the driver's
+            # rule that is a child ended by the stop's SIGTERM.
+            if self.stop_seen(-signal.SIGTERM if code == 0 else code):
                 return
             self.on_event("gpu_request_lost", holder_exit_code=code)
             while not self._releasing.is_set():

@@ -43,7 +43,7 @@ class GangHooks(FakeHooks):
         super().__init__(gpu_codes)
         self.log: list[str] = []
 
-    def hold_gpus(self, plan, on_event=None):
+    def hold_gpus(self, plan, on_event=None, stop_seen=None):
         self.log.append(f"hold {plan.gpus}")
         return FakeHolder(self.log)
 

@@ -67,7 +67,7 @@ class RefusedHooks(FakeHooks):
         super().__init__()
         self.error, self.waited = error, False
 
-    def hold_gpus(self, plan, on_event=None):
+    def hold_gpus(self, plan, on_event=None, stop_seen=None):
         raise self.error
 
     def wait_for_gpus(self, plan, timeout, run):
@@ -104,6 +104,28 @@ def test_a_dead_holder_is_noticed_and_the_request_made_again(tmp_path, shim_env)
     assert holder.proc is not first and holder.remade == 1
     assert holder.release() == 0 and holder.fallback_exit_code is None
     assert _requests(tmp_path) == [HELD, HELD, CLEARED]
+
+
+def test_a_holder_ended_by_the_drivers_stop_is_not_replaced(tmp_path, shim_env):
+    """`ray job stop` SIGTERMs the holder with the driver (Ray 2.54 job_supervisor.py kills the
+    job process and all its children): the watcher asks the driver's stop rule and leaves the
+    release to the driver instead of making the request again."""
+    seen: list[tuple[str, dict]] = []
+    exits: list[int | None] = []
+
+    def stop_seen(code):
+        exits.append(code)
+        return True                              # the driver saw its own SIGTERM
+    holder = GangHolder.start(4, 8, watch_seconds=0.2, stop_seen=stop_seen,
+                              on_event=lambda name, **f: seen.append((name, f)))
+    os.kill(holder.proc.pid, signal.SIGTERM)
+    _wait(lambda: exits, timeout=30)
+    _wait(lambda: not holder._watcher.is_alive(), timeout=30)
+    # the holder cleared the request itself on the signal (exit 0), which the driver's rule is
+    # asked about as the stop's SIGTERM; nothing was made again
+    assert exits == [-signal.SIGTERM] and seen == [] and holder.remade == 0
+    assert _requests(tmp_path) == [HELD, CLEARED]
+    assert holder.release() == 0 and holder.fallback_exit_code is None
 
 
 def test_a_holder_dead_at_the_end_is_covered_by_the_fallback(tmp_path, shim_env):
