@@ -10,30 +10,18 @@ when the config is invalid.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from pathlib import Path
 
 from components.cost import flex_start_partial_grant, partial_grant_line
-from components.run_spec import StackFileError, load_stack_file
-
-EXIT_OK, EXIT_INVALID = 0, 2
+from tools.stack_file_command import EXIT_OK, parse_and_load, stack_file_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.capacity_findings", description=__doc__.splitlines()[0])
-    parser.add_argument("stack")
-    parser.add_argument("--config-file", type=Path)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return EXIT_INVALID if exit_.code else EXIT_OK
-    try:
-        config = load_stack_file(args.stack, args.config_file)
-    except StackFileError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INVALID
+    loaded = parse_and_load(stack_file_parser("python -m tools.capacity_findings", __doc__.splitlines()[0]), argv)
+    if isinstance(loaded, int):
+        return loaded
+    _, config = loaded
     grant = flex_start_partial_grant(config)
     print(json.dumps([] if grant is None else [partial_grant_line(grant)]))
     return EXIT_OK

@@ -11,31 +11,26 @@ same comparison itself (components/replacements.py). Exit 0, or 2 when the confi
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 from components.replacements import compare, data_loss_problems, deployed_from_outputs, run_warnings, stack_identity
-from components.run_spec import StackFileError, load_stack_file, spec_from_config
+from components.run_spec import spec_from_config
 from tools.preview import PreviewInputError, read_deployed_outputs
-
-EXIT_OK, EXIT_INVALID = 0, 2
+from tools.stack_file_command import EXIT_INVALID, EXIT_OK, parse_and_load, stack_file_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.replacement_report", description=__doc__.splitlines()[0])
-    parser.add_argument("stack")
+    parser = stack_file_parser("python -m tools.replacement_report", __doc__.splitlines()[0])
     parser.add_argument("--deployed-outputs", type=Path, required=True)
-    parser.add_argument("--config-file", type=Path)
+    loaded = parse_and_load(parser, argv)
+    if isinstance(loaded, int):
+        return loaded
+    args, config = loaded
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return EXIT_INVALID if exit_.code else EXIT_OK
-    try:
-        config = load_stack_file(args.stack, args.config_file)
         deployed = deployed_from_outputs(read_deployed_outputs(args.deployed_outputs))
-    except (StackFileError, PreviewInputError) as exc:
+    except PreviewInputError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_INVALID
     replacements = compare(deployed.identity, stack_identity(config))

@@ -10,29 +10,18 @@ through this command, as it reads a deployed stack through `pulumi stack output`
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
-from components.run_spec import StackFileError, load_stack_file, spec_from_config
-
-EXIT_OK, EXIT_INVALID_CONFIG = 0, 2
+from components.run_spec import spec_from_config
+from tools.stack_file_command import EXIT_OK, parse_and_load, stack_file_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.run_spec",
-                                     description="The run spec a stack file describes, as JSON.")
-    parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml unless --config-file")
-    parser.add_argument("--config-file", type=Path, help="a stack file to read instead")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return EXIT_INVALID_CONFIG if exit_.code else EXIT_OK
-    try:
-        config = load_stack_file(args.stack, args.config_file)
-    except StackFileError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INVALID_CONFIG
+    loaded = parse_and_load(stack_file_parser("python -m tools.run_spec",
+                                              "The run spec a stack file describes, as JSON."), argv)
+    if isinstance(loaded, int):
+        return loaded
+    _, config = loaded
     print(spec_from_config(config).to_json())
     return EXIT_OK
 

@@ -11,35 +11,26 @@ about what reading and validating the file takes (tools/bench_preview.py --targe
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from pathlib import Path
 
 from components.config import ConfigError
-from components.run_spec import StackFileError, load_stack_file
 from components.stack_target import target_outputs
-
-EXIT_OK, EXIT_INVALID_CONFIG = 0, 2
+from tools.stack_file_command import EXIT_INVALID, EXIT_OK, parse_and_load, stack_file_parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.stack_target",
-                                     description="The outputs the jobs CLI targets a stack by, from its stack file.")
-    parser.add_argument("stack", help="stack name: reads Pulumi.STACK.yaml unless --config-file")
-    parser.add_argument("--config-file", type=Path, help="a stack file to read instead")
+    parser = stack_file_parser("python -m tools.stack_target",
+                               "The outputs the jobs CLI targets a stack by, from its stack file.")
+    loaded = parse_and_load(parser, argv, error_prefix="error: ")
+    if isinstance(loaded, int):
+        return loaded
+    args, config = loaded
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return EXIT_INVALID_CONFIG if exit_.code else EXIT_OK
-    try:
-        outputs = target_outputs(load_stack_file(args.stack, args.config_file))
-    except StackFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INVALID_CONFIG
-    except ConfigError as exc:
+        outputs = target_outputs(config)
+    except ConfigError as exc:             # the job preflight's errors, as `pulumi up` stops on them
         print(f"error: {args.config_file or f'Pulumi.{args.stack}.yaml'}: {exc}", file=sys.stderr)
-        return EXIT_INVALID_CONFIG
+        return EXIT_INVALID
     print(json.dumps(outputs, sort_keys=True))
     return EXIT_OK
 
