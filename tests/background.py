@@ -22,15 +22,15 @@ from __future__ import annotations
 import math
 import os
 import subprocess
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests import handoff
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS_SEEN: list[Command] = []     # every Command declared in this process
+# One at a time, niced as the xdist workers are (THROUGHPUT_NICENESS in tests/conftest.py).
+_RUNNER = handoff.Runner("background-command", workers=1)
+_FINISHED: dict[str, tuple[float, int]] = {}     # each finished command's (seconds, bound), by its `what`
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,6 @@ class Command:
     argv: tuple[str, ...]
     measured_seconds: float
     env: tuple[tuple[str, str], ...] = ()
-
-    def __post_init__(self) -> None:
-        COMMANDS_SEEN.append(self)
 
     @property
     def bound(self) -> int:
@@ -58,11 +55,10 @@ class Command:
         a CompletedProcess with returncode -9 and the reason appended to stderr. Started by the
         xdist controller, it is read from its result file (tests/handoff.py); started by nobody
         (a module run by hand), it runs here."""
-        future = _RUNNER.futures.get(self)
+        future = _RUNNER.futures.get(self.key)
         if future is not None:
             return future.result()
-        # They run one at a time: wait for every declared command's bound at most.
-        published = handoff.wait_for(self.key, sum(command.bound for command in COMMANDS_SEEN) + 60)
+        published = handoff.wait_for(self.key)
         if published is not None:
             return subprocess.CompletedProcess(published["args"], published["returncode"],
                                                published["stdout"], published["stderr"])
@@ -70,60 +66,25 @@ class Command:
 
 
 def _run(command: Command) -> subprocess.CompletedProcess[str]:
-    start = time.monotonic()
-    # niced as the xdist workers are (THROUGHPUT_NICENESS in tests/conftest.py)
-    proc = subprocess.Popen(["nice", "-n", "10", *command.argv], cwd=ROOT, env={**os.environ, **dict(command.env)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
-    _RUNNER.running.add(proc)
-    try:
-        stdout, stderr = proc.communicate(timeout=command.bound)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        stdout, stderr = proc.communicate()
-        stderr += f"\n({command.what}: stopped after its {command.bound}s bound)"
-    finally:
-        _RUNNER.running.discard(proc)
-    _RUNNER.seconds[command] = time.monotonic() - start
-    return subprocess.CompletedProcess(list(command.argv), proc.returncode, stdout, stderr)
+    returncode, stdout, stderr, seconds = _RUNNER.run_bounded(
+        ["nice", "-n", "10", *command.argv], bound=command.bound, cwd=ROOT, env={**os.environ, **dict(command.env)},
+        stopped=lambda _stdout: f"{command.what}: stopped after its {command.bound}s bound")
+    _FINISHED[command.what] = (seconds, command.bound)
+    return subprocess.CompletedProcess(list(command.argv), returncode, stdout, stderr)
 
 
-class _Runner:
-    def __init__(self) -> None:
-        self.pool: ThreadPoolExecutor | None = None
-        self.futures: dict[Command, Future[subprocess.CompletedProcess[str]]] = {}
-        self.running: set[subprocess.Popen[str]] = set()
-        self.seconds: dict[Command, float] = {}
-
-    def start(self, commands: list[Command]) -> None:
-        if not commands:
-            return
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="background-command")
-        # Shortest first: most results are ready before the main process reaches their tests.
-        for command in sorted(dict.fromkeys(commands), key=lambda command: command.measured_seconds):
-            if command not in self.futures:
-                handoff.mark_started(command.key)
-                self.futures[command] = self.pool.submit(self._run_and_publish, command)
-
-    @staticmethod
-    def _run_and_publish(command: Command) -> subprocess.CompletedProcess[str]:
-        done = _run(command)
-        handoff.publish(command.key, {"args": done.args, "returncode": done.returncode,
-                                      "stdout": done.stdout, "stderr": done.stderr})
-        return done
-
-    def stop(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(self.running):
-            proc.kill()
-
-
-_RUNNER = _Runner()
+def _payload(done: subprocess.CompletedProcess[str]) -> dict:
+    return {"args": done.args, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
 
 
 def start(commands: list[Command]) -> None:
-    _RUNNER.start(commands)
+    """Queue each command once, shortest first: most results are ready before the main process
+    reaches their tests. Each is due after the bounds of those before it and its own."""
+    due_in = 0.0
+    for command in sorted(dict.fromkeys(commands), key=lambda command: command.measured_seconds):
+        if command.key not in _RUNNER.futures:
+            due_in += command.bound
+            _RUNNER.submit([command.key], lambda command=command: _run(command), _payload, due_in=due_in)
 
 
 def stop() -> None:
@@ -131,12 +92,12 @@ def stop() -> None:
 
 
 def pids() -> set[int]:
-    return {proc.pid for proc in list(_RUNNER.running)}
+    return _RUNNER.pids()
 
 
 def summary() -> list[str]:
-    return [f"background command {seconds:5.0f} s (bound {command.bound} s): {command.what}"
-            for command, seconds in _RUNNER.seconds.items()]
+    return [f"background command {seconds:5.0f} s (bound {bound} s): {what}"
+            for what, (seconds, bound) in _FINISHED.items()]
 
 
 def _preview(*args: str, measured_seconds: float) -> Command:

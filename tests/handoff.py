@@ -1,13 +1,14 @@
-"""The results of the suite's background work (Ray inner runs: tests/jobs/ray_head.py; background
-commands: tests/background.py), handed from the process that runs the work to the process whose
-test reads its result.
+"""The suite's background work (Ray inner runs: tests/jobs/ray_head.py; background commands:
+tests/background.py): the runner both use, and their results handed from the process that runs
+the work to the process whose test reads its result.
 
 Without xdist both are the one pytest process. `make test` runs pytest with xdist workers
 (`-n auto`): then the controller starts every run once, when the workers have collected, and a
 worker's test waits for the run's result file in the test run's shared folder (its path in
 SHARED_ENV, which the workers inherit from the controller). A run is marked started before it is
 queued, and the workers run no test before the controller has started them all, so a test that
-finds no mark knows nobody runs its work and runs it itself.
+finds no mark knows nobody runs its work and runs it itself. The mark holds the time by which the
+result is due (its queue and its own bound), so a waiting test needs no list of the other work.
 """
 
 from __future__ import annotations
@@ -15,10 +16,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+Result = TypeVar("Result")
 
 SHARED_ENV = "GKE_GRPO_TEST_SHARED"
 
@@ -37,10 +43,11 @@ def name_of(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def mark_started(key: str) -> None:
+def mark_started(key: str, due_in: float) -> None:
+    """`key` is queued; its result is due within `due_in` seconds (what runs before it included)."""
     folder = _folder()
     if folder is not None:
-        (folder / f"{name_of(key)}.started").touch()
+        (folder / f"{name_of(key)}.started").write_text(str(time.time() + due_in))
 
 
 def publish(key: str, payload: dict[str, Any]) -> None:
@@ -52,16 +59,21 @@ def publish(key: str, payload: dict[str, Any]) -> None:
     partial.rename(folder / f"{name_of(key)}.json")       # readers never see half a file
 
 
-def wait_for(key: str, bound: float) -> dict[str, Any] | None:
-    """The published result of `key`, waiting up to `bound` seconds; None when nobody started it."""
+# Beyond the time a result is due: its runner stops the work at its bound, then publishes.
+PUBLISH_SLACK_SECONDS = 60
+
+
+def wait_for(key: str) -> dict[str, Any] | None:
+    """The published result of `key`, waited for until it is due; None when nobody started it."""
     folder = _folder()
-    if folder is None or not (folder / f"{name_of(key)}.started").exists():
+    marker = folder / f"{name_of(key)}.started" if folder is not None else None
+    if marker is None or not marker.exists():
         return None
-    path = folder / f"{name_of(key)}.json"
-    deadline = time.monotonic() + bound
+    path = marker.with_name(f"{name_of(key)}.json")
+    deadline = float(marker.read_text()) + PUBLISH_SLACK_SECONDS
     while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no result for {key} within {bound:.0f} s (its runner has a bound of its own)")
+        if time.time() > deadline:
+            raise TimeoutError(f"no result for {key} by the time it was due (its runner has a bound of its own)")
         time.sleep(0.5)
     result: dict[str, Any] = json.loads(path.read_text())
     return result
@@ -80,3 +92,62 @@ def summed_counts() -> dict[str, int]:
         for key, value in json.loads(path.read_text()).items():
             total[key] = total.get(key, 0) + value
     return total
+
+
+class Runner:
+    """Background work of one kind, started once for the test run: a pool of `workers` threads;
+    each job marked started (with the time its result is due) before it is queued and its result
+    published when it is done; every process it runs bounded and tracked, so that stop() ends them
+    all and pids() names them."""
+
+    def __init__(self, name: str, workers: int) -> None:
+        self.name, self.workers = name, workers
+        self.pool: ThreadPoolExecutor | None = None
+        self.futures: dict[str, Future[Any]] = {}
+        self.running: set[subprocess.Popen[str]] = set()
+
+    def submit(self, keys: Sequence[str], work: Callable[[], Result],
+               payload: Callable[[Result], dict[str, Any]], *, due_in: float) -> Future[Result]:
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix=self.name)
+        for key in keys:
+            mark_started(key, due_in)
+
+        def run_and_publish() -> Result:
+            result = work()
+            for key in keys:
+                publish(key, payload(result))
+            return result
+
+        future = self.pool.submit(run_and_publish)
+        for key in keys:
+            self.futures[key] = future
+        return future
+
+    def run_bounded(self, argv: Sequence[str], *, bound: float, cwd: Path, env: Mapping[str, str],
+                    stopped: Callable[[str], str]) -> tuple[int, str, str, float]:
+        """argv run to its end, or killed at `bound` seconds with `stopped(stdout)` appended to
+        stderr: (exit code, stdout, stderr, seconds)."""
+        start = time.monotonic()
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        self.running.add(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=bound)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            stderr += f"\n({stopped(stdout)})"
+        finally:
+            self.running.discard(proc)
+        return proc.returncode, stdout, stderr, time.monotonic() - start
+
+    def pids(self) -> set[int]:
+        return {proc.pid for proc in list(self.running)}
+
+    def stop(self) -> None:
+        """The session ended (or was interrupted): nothing of ours keeps running."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(self.running):
+            proc.kill()

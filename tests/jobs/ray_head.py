@@ -23,9 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,9 +77,6 @@ def namespace_command(pytest_args: list[str]) -> list[str]:
 # An inner run may take this many times its measured time before it is stopped: the times below were
 # measured with a second suite on the machine, and a slower or busier machine must still pass.
 BOUND_MARGIN = 2.0
-# Every InnerRun declared in this process (its module imported): a worker waiting for a result
-# started elsewhere waits at most for all of their bounds.
-INNER_RUNS_SEEN: list[InnerRun] = []
 
 
 @dataclass(frozen=True)
@@ -109,9 +104,6 @@ class InnerRun:
     needs: str
     measured_seconds: float
     own_head: bool = False
-
-    def __post_init__(self) -> None:
-        INNER_RUNS_SEEN.append(self)
 
     @property
     def bound(self) -> int:
@@ -190,7 +182,7 @@ def _where_it_stopped(stdout: str) -> str:
     return started[-1].strip() if started else "before the first test started (the head's start?)"
 
 
-def _run_group(group: list[InnerRun], running: list[subprocess.Popen]) -> GroupResult:
+def _run_group(group: list[InnerRun]) -> GroupResult:
     import tempfile
 
     from tests.conftest import ROOT
@@ -203,19 +195,12 @@ def _run_group(group: list[InnerRun], running: list[subprocess.Popen]) -> GroupR
     env = dict(os.environ, **{NS_ENV: "1"}, PATH=SESSION_PATH)
     env.pop("RAY_ADDRESS", None)
     env.pop("PYTEST_ADDOPTS", None)       # the outer run's options are not the inner run's
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    running.append(proc)
-    try:
-        stdout, stderr = proc.communicate(timeout=bound)
-    except subprocess.TimeoutExpired:
-        proc.kill()               # PID 1 of the namespace: the kernel ends everything inside it
-        stdout, stderr = proc.communicate()
-        stderr += f"\n(stopped after its {bound}s bound, while running: {_where_it_stopped(stdout)})"
-    finally:
-        running.remove(proc)
-    return GroupResult([inner.module for inner in group], bound, proc.returncode, stdout, stderr,
-                       time.monotonic() - start, _read_junit(junit))
+    # Killed at its bound: it is PID 1 of the namespace, so the kernel ends everything inside it.
+    returncode, stdout, stderr, seconds = _BACKGROUND.runner.run_bounded(
+        cmd, bound=bound, cwd=ROOT, env=env,
+        stopped=lambda out: f"stopped after its {bound}s bound, while running: {_where_it_stopped(out)}")
+    return GroupResult([inner.module for inner in group], bound, returncode, stdout, stderr, seconds,
+                       _read_junit(junit))
 
 
 # How many namespaces run at once: the shared head's modules and each own-head module are
@@ -229,12 +214,17 @@ NAMESPACES_AT_ONCE = 2
 
 class _Background:
     """The inner runs started when collection ends: the shared-head group first, then each
-    own-head module, NAMESPACES_AT_ONCE at a time."""
+    own-head module, NAMESPACES_AT_ONCE at a time (tests/handoff.py Runner, made on first use:
+    this file is also the namespace's PID 1, where tests.handoff cannot be imported)."""
 
     def __init__(self) -> None:
-        self.pool: ThreadPoolExecutor | None = None
-        self.futures: dict[str, Future[GroupResult]] = {}
-        self.running: list[subprocess.Popen] = []
+        self._runner = None
+
+    @property
+    def runner(self):  # tests.handoff.Runner
+        if self._runner is None:
+            self._runner = _handoff().Runner("ray-namespace", workers=NAMESPACES_AT_ONCE)
+        return self._runner
 
     @staticmethod
     def groups(inner_runs: list[InnerRun]) -> list[list[InnerRun]]:
@@ -246,37 +236,21 @@ class _Background:
     def start(self, inner_runs: list[InnerRun]) -> None:
         if not inner_runs or inside_namespace() or namespace_unavailable() is not None:
             return      # nothing to run, or each outer test skips (fails in CI) on its own
-        self.pool = ThreadPoolExecutor(max_workers=NAMESPACES_AT_ONCE, thread_name_prefix="ray-namespace")
-        for group in self.groups(inner_runs):
-            for inner in group:
-                _handoff().mark_started(inner.key)
-            future = self.pool.submit(self._run_and_publish, group)
-            for inner in group:
-                self.futures[inner.key] = future
-
-    def _run_and_publish(self, group: list[InnerRun]) -> GroupResult:
-        result = _run_group(group, self.running)
-        for inner in group:
-            _handoff().publish(inner.key, dataclasses.asdict(result))
-        return result
+        groups = self.groups(inner_runs)
+        # NAMESPACES_AT_ONCE at a time: every result is due within the bounds of them all.
+        due_in = sum(inner.bound for group in groups for inner in group)
+        for group in groups:
+            self.runner.submit([inner.key for inner in group], lambda group=group: _run_group(group),
+                               dataclasses.asdict, due_in=due_in)
 
     def result(self, inner: InnerRun) -> GroupResult:
-        future = self.futures.get(inner.key)
+        future = self.runner.futures.get(inner.key)
         if future is not None:
             return future.result()
-        # Started by the xdist controller (tests/handoff.py): wait for its result file; the
-        # groups run NAMESPACES_AT_ONCE at a time, so wait for every bound at most.
-        published = _handoff().wait_for(inner.key, sum(run.bound for run in INNER_RUNS_SEEN) + 60)
+        published = _handoff().wait_for(inner.key)        # started by the xdist controller
         if published is not None:
             return GroupResult(**published)
-        return _run_group([inner], self.running)     # a module run by hand: nobody started it
-
-    def stop(self) -> None:
-        """The session ended (or was interrupted): nothing of ours keeps running."""
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(self.running):
-            proc.kill()
+        return _run_group([inner])     # a module run by hand: nobody started it
 
 
 def _handoff():  # the module tests.handoff
@@ -295,20 +269,20 @@ def start_in_background(inner_runs: list[InnerRun]) -> None:
 
 
 def stop_background() -> None:
-    _BACKGROUND.stop()
+    _BACKGROUND.runner.stop()
 
 
 def background_pids() -> set[int]:
     """The processes of the inner runs running now (children of this process, as tests that look
     for leftover children see them)."""
-    return {proc.pid for proc in list(_BACKGROUND.running)}
+    return _BACKGROUND.runner.pids()
 
 
 def background_summary() -> list[str]:
     """One line per inner run that finished: its modules, time, bound and exit."""
     lines = []
     seen: set[int] = set()
-    for future in _BACKGROUND.futures.values():
+    for future in _BACKGROUND.runner.futures.values():
         if id(future) in seen or not future.done() or future.cancelled() or future.exception():
             continue
         seen.add(id(future))
