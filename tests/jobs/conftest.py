@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from jobs.contract.run_plan import DATA_ROOT_ENV
 from tests.jobs import ray_head
 
 
@@ -22,9 +20,6 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not ray_head.inside_namespace():
         pytest.fail("the Ray head is started only inside a loopback-only namespace (tests/jobs/ray_head.py)")
     ray_head.only_loopback_links()
-    ray_head.install_head_layout()
-    os.environ["PYTHONPATH"] = "/opt/gke-grpo"
-    ray_head.HEAD_DATA[:] = [tmp_path_factory.mktemp("head-data")]
-    os.environ[DATA_ROOT_ENV] = str(ray_head.HEAD_DATA[0])
+    ray_head.lay_out_head_pod(tmp_path_factory.mktemp("head-data"))
     with ray_head.running_head() as dashboard:
         yield dashboard

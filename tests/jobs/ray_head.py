@@ -379,6 +379,18 @@ def install_head_layout() -> None:
         Path("/opt/gke-grpo/jobs").symlink_to(ROOT / "jobs")
 
 
+def lay_out_head_pod(data: Path) -> None:
+    """This namespace's head laid out as the head pod (components/grpo_job.py head_code_mount):
+    /opt/gke-grpo with the jobs package, PYTHONPATH naming it, and `data` as the head's /data
+    (HEAD_DATA, and the driver's data root), for the head started after this."""
+    from jobs.contract.run_plan import DATA_ROOT_ENV
+
+    install_head_layout()
+    os.environ["PYTHONPATH"] = "/opt/gke-grpo"
+    HEAD_DATA[:] = [data]
+    os.environ[DATA_ROOT_ENV] = str(data)
+
+
 def only_loopback_links() -> None:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
     assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"], links

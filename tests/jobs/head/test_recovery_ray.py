@@ -54,17 +54,14 @@ else:
         run_submitter,
         write_plan,
     )
-    from tests.jobs.ray_head import HEAD_DATA, install_head_layout
+    from tests.jobs.ray_head import HEAD_DATA
 
     @pytest.fixture(scope="module")
     def head(tmp_path_factory):
         """A head of this module's own: it gains and loses a GPU node, and is stopped and started
         again (InnerRun own_head)."""
-        install_head_layout()
-        os.environ["PYTHONPATH"] = "/opt/gke-grpo"
-        # The head's /data (as the shared head's): the plans' directories lie below it.
-        HEAD_DATA[:] = [tmp_path_factory.mktemp("data")]
-        os.environ[DATA_ROOT_ENV] = str(HEAD_DATA[0])
+        # Laid out as the shared head is: the plans' directories lie below its /data.
+        ray_head.lay_out_head_pod(tmp_path_factory.mktemp("data"))
         with ray_head.running_head() as dashboard:
             ray_head.add_gpu_worker(7111)
             yield dashboard
