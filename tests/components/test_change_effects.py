@@ -148,15 +148,10 @@ VARIANTS = {
                              P + "cluster.maintenanceExclusions": [{"name": "x", "startTime": "2026-01-01T00:00:00Z",
                                                                     "endTime": "2026-01-02T00:00:00Z"}]}),
 }
-_CACHE: dict[str, Any] = {}
-
-
 def _preview(name: str):
-    if name not in _CACHE:
-        stack, changes = VARIANTS[name]
-        _CACHE[name] = preview_with(stack, changes)
-        assert _CACHE[name].error is None, _CACHE[name].error
-    return _CACHE[name]
+    result = preview_with(*VARIANTS[name])          # once per variant: the run's preview cache
+    assert result.error is None, result.error
+    return result
 
 
 def _leaves(value: Any, path: str = "") -> dict[str, Any]:
