@@ -197,6 +197,11 @@ def hold(nodes: int, gpus_per_node: int, address: str | None, ready_fd: int | No
             continue
         except (OSError, ValueError):     # no stdin at all: hold until a signal
             done.wait()
+    # From here the holder only clears and exits: a later signal (the driver's death right after
+    # its release, PR_SET_PDEATHSIG) must not cut that short. Python puts the default handler
+    # back while it finalizes, so such a SIGTERM would end a holder that cleared with -15.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     try:
         gang.clear()
     except Exception as exc:
@@ -254,6 +259,11 @@ class GangHolder:
         self.remade = 0
         self.fallback_exit_code: int | None = None
         self._releasing = threading.Event()
+        # The watcher has stopped starting holders / the holder has ended: a holder started by the
+        # watcher has that *thread* as its parent for PR_SET_PDEATHSIG, so the thread waits for
+        # the holder's end before it exits (else the holder's clean release races a SIGTERM).
+        self._watcher_idle = threading.Event()
+        self._holder_ended = threading.Event()
         self._watcher: threading.Thread | None = None
 
     @classmethod
@@ -336,6 +346,13 @@ class GangHolder:
         replaced, and the request made again; a failed attempt is tried again RETRY_SECONDS
         later (the run still needs its GPUs; the GPU wait or the trainer's node loss decides
         what becomes of the run meanwhile)."""
+        try:
+            self._replace_dead_holders()
+        finally:
+            self._watcher_idle.set()
+            self._holder_ended.wait(timeout=self.confirm_seconds + 2 * self.fallback_seconds)
+
+    def _replace_dead_holders(self) -> None:
         while not self._releasing.wait(self.watch_seconds):
             proc = self.proc
             code = None if proc is None else proc.poll()
@@ -369,9 +386,18 @@ class GangHolder:
         itself (exit 0), ``release`` runs once, within fallback_seconds (its exit code:
         ``fallback_exit_code``; None when it did not end in time)."""
         self._releasing.set()
-        if self._watcher is not None and self._watcher is not threading.current_thread():
+        watcher = self._watcher
+        if watcher is not None and watcher is not threading.current_thread():
             # A new holder the watcher is starting is waited for (bounded), then released too.
-            self._watcher.join(timeout=self.confirm_seconds + self.watch_seconds + 1)
+            self._watcher_idle.wait(timeout=self.confirm_seconds + self.watch_seconds + 1)
+        try:
+            return self._end_holder(timeout)
+        finally:
+            self._holder_ended.set()
+            if watcher is not None and watcher is not threading.current_thread():
+                watcher.join(timeout=1)
+
+    def _end_holder(self, timeout: float) -> int | None:
         proc = self.proc
         code: int | None = None
         if proc is not None:

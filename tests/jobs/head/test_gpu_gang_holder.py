@@ -90,7 +90,7 @@ def test_the_driver_ends_at_once_never_with_a_gpu_wait_timeout(tmp_path, error, 
     assert events[-1]["event"] == "driver_end" and events[-1]["exit_code"] == int(code)
 
 
-def test_a_dead_holder_is_noticed_and_the_request_made_again(tmp_path, shim_env):
+def test_a_dead_holder_is_noticed_and_the_request_made_again(tmp_path, shim_env, capfd):
     seen: list[tuple[str, dict]] = []
     holder = GangHolder.start(4, 8, watch_seconds=0.2, on_event=lambda name, **f: seen.append((name, f)))
     assert _requests(tmp_path) == [HELD]
@@ -104,6 +104,10 @@ def test_a_dead_holder_is_noticed_and_the_request_made_again(tmp_path, shim_env)
     assert holder.proc is not first and holder.remade == 1
     assert holder.release() == 0 and holder.fallback_exit_code is None
     assert _requests(tmp_path) == [HELD, HELD, CLEARED]
+    # The replacement was started by the watcher's thread, which is its parent for
+    # PR_SET_PDEATHSIG: it is released by its pipe, not by a SIGTERM when that thread ends.
+    released = [line for line in capfd.readouterr().out.splitlines() if "RELEASED" in line]
+    assert released and "its pipe closed" in released[-1], released
 
 
 def test_a_holder_ended_by_the_drivers_stop_is_not_replaced(tmp_path, shim_env):
@@ -120,7 +124,7 @@ def test_a_holder_ended_by_the_drivers_stop_is_not_replaced(tmp_path, shim_env):
                               on_event=lambda name, **f: seen.append((name, f)))
     os.kill(holder.proc.pid, signal.SIGTERM)
     _wait(lambda: exits, timeout=30)
-    _wait(lambda: not holder._watcher.is_alive(), timeout=30)
+    _wait(holder._watcher_idle.is_set, timeout=30)     # the watcher stopped watching
     # the holder cleared the request itself on the signal (exit 0), which the driver's rule is
     # asked about as the stop's SIGTERM; nothing was made again
     assert exits == [-signal.SIGTERM] and seen == [] and holder.remade == 0
