@@ -108,7 +108,8 @@ def _preview(*args: str, measured_seconds: float) -> Command:
 
 
 # The preview as a user runs it, shared by the tests that read its text (tests/tools/test_preview.py,
-# tests/components/test_cost.py). Measured 2026-12-06 on the 2-core machine: 15 s alone; 28 to
-# 86 s niced in the whole suite (xdist workers and Ray inner runs beside it).
+# tests/components/test_cost.py). Measured 2026-12-06 on the 2-core machine, niced in the whole
+# suite: `dev` and `prod` 15-32 s alone, 35-47 s in the whole suite with a second whole suite running beside it;
+# `dev --details` 58 s alone, 109 s and 148 s with the second suite.
 PREVIEW_TREE = {"dev": _preview("dev", measured_seconds=86), "prod": _preview("prod", measured_seconds=86)}
-PREVIEW_DEV_DETAILS = _preview("dev", "--details", measured_seconds=86)
+PREVIEW_DEV_DETAILS = _preview("dev", "--details", measured_seconds=150)

@@ -84,7 +84,7 @@ class PreviewCache:
     def __init__(self) -> None:
         self.entries: dict[str, tuple[PreviewResult, list[logging.LogRecord]]] = {}
         self.bypass = False          # set for the test running now by _preview_cache_bypass
-        self.hits = self.runs = 0
+        self.hits = self.runs = self.uncached = 0
 
     @staticmethod
     def key(stack: str, raw: dict[str, str], secrets: set[str]) -> str:
@@ -93,6 +93,7 @@ class PreviewCache:
     def preview(self, stack: str, raw: dict[str, str], secrets: set[str], *, fresh: bool = False) -> PreviewResult:
         if fresh or self.bypass:
             self.runs += 1
+            self.uncached += 1
             return run_with_config(stack, raw, secrets)
         key = self.key(stack, raw, secrets)
         if key in self.entries:
@@ -304,7 +305,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     background.stop()
     if not ray_head.inside_namespace():
         worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
-        handoff.publish_counts(f"previews-{worker}", {"computed": PREVIEWS.runs, "served": PREVIEWS.hits})
+        handoff.publish_counts(f"previews-{worker}", {"computed": PREVIEWS.runs, "served": PREVIEWS.hits,
+                                                             "uncached": PREVIEWS.uncached})
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -317,7 +319,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     terminalreporter.write_sep("-", "suite timing")
     counts = handoff.summed_counts()       # every worker's (tests/handoff.py), or this process's
-    terminalreporter.write_line(f"offline previews: {counts.get('computed', 0)} computed, "
+    terminalreporter.write_line(f"offline previews: {counts.get('computed', 0)} computed "
+                                f"({counts.get('uncached', 0)} of them fresh or under monkeypatch), "
                                 f"{counts.get('served', 0)} served from the cache")
     for line in [*ray_head.background_summary(), *background.summary()]:
         terminalreporter.write_line(line)

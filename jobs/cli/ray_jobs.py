@@ -391,25 +391,41 @@ class Runs:
         submission_id = spec.submission_id(number)
         metadata = submission_metadata(spec, number)
         client = self.client
-        try:
-            # Once, never retried blindly: a submission that failed may still have created the
-            # job (a 5xx after the job was stored, a timeout); _after_failed_submit finds out.
-            call_with_timeout(lambda: client.submit_job(
-                entrypoint=entrypoint, submission_id=submission_id,
-                runtime_env=runtime_env or None, metadata=metadata), self.retry.call_timeout)
-        except Exception as exc:
-            if isinstance(exc, RuntimeError) and "already exists" in str(exc):
-                # Someone (another CLI, the RayJob's submitter) submitted this attempt first.
-                return SubmitResult("attached", self.attempt_info(submission_id, number))
-            if not (isinstance(exc, RuntimeError) or _is_unreachable(exc)):
-                raise
-            return self._after_failed_submit(submission_id, number, exc)
-        return SubmitResult("submitted", self.attempt_info(submission_id, number))
+        delays, tried = self.retry.delays(), 0
+        while True:
+            tried += 1
+            try:
+                # Never retried blindly: a submission that failed may still have created the job
+                # (a 5xx after the job was stored, a timeout); _after_failed_submit finds out.
+                call_with_timeout(lambda: client.submit_job(
+                    entrypoint=entrypoint, submission_id=submission_id,
+                    runtime_env=runtime_env or None, metadata=metadata), self.retry.call_timeout)
+            except Exception as exc:
+                if isinstance(exc, RuntimeError) and "already exists" in str(exc):
+                    # Someone (another CLI, the RayJob's submitter) submitted this attempt first.
+                    return SubmitResult("attached", self.attempt_info(submission_id, number))
+                if not (isinstance(exc, RuntimeError) or _is_unreachable(exc)):
+                    raise
+                # A connection the dashboard dropped (seen from a head under load: "Remote end
+                # closed connection without response") is tried again once the dashboard says
+                # the attempt does not exist; the submission id makes a second job impossible.
+                again = _is_unreachable(exc) and tried < self.retry.tries
+                result = self._after_failed_submit(submission_id, number, exc, may_try_again=again)
+                if result is not None:
+                    return result
+                delay = delays[tried - 1]
+                print(f"[gke-grpo] submitting {submission_id}: the connection failed "
+                      f"({type(exc).__name__}) and the dashboard has no such job; submitting again "
+                      f"({tried}/{self.retry.tries - 1}) in {delay:.1f}s", file=self.err, flush=True)
+                self._sleep(delay)
+                continue
+            return SubmitResult("submitted", self.attempt_info(submission_id, number))
 
-    def _after_failed_submit(self, submission_id: str, number: int,
-                             exc: BaseException) -> SubmitResult:
+    def _after_failed_submit(self, submission_id: str, number: int, exc: BaseException, *,
+                             may_try_again: bool = False) -> SubmitResult | None:
         """The submission answered with an error or not at all: ask the dashboard whether the
-        attempt exists before saying anything, and report what really happened."""
+        attempt exists before saying anything, and report what really happened. None: the attempt
+        does not exist and ``may_try_again`` lets the caller submit it again."""
         what = f"{type(exc).__name__}: {redact(str(exc))[:300]}"
         try:
             info = self.attempt_info(submission_id, number)
@@ -420,6 +436,8 @@ class Runs:
                 "with `gke-grpo list` before submitting again (a second submit attaches "
                 "to it if it exists).") from None
         except RuntimeError as check:
+            if ("404" in str(check) or "does not exist" in str(check)) and may_try_again:
+                return None
             if "404" in str(check) or "does not exist" in str(check):
                 raise SubmitFailed(
                     f"submitting {submission_id} failed ({what}); the dashboard has no such job: "

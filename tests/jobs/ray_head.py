@@ -38,6 +38,10 @@ SESSION_PATH = os.environ.get("PATH", "")
 DASHBOARD = local_ray.DASHBOARD
 GCS = local_ray.GCS
 FAKE_GPUS = 2
+# How long a test waits for a short job (a one-line entrypoint) to end: its start alone is a
+# supervisor actor, the job's runtime env and the driver process. A 30 s wait was passed once on
+# the 2-core machine with a second suite running beside this one (2026-12-06); four times that.
+SHORT_JOB_ENDS_WITHIN = 120
 RAY = local_ray.RAY
 
 

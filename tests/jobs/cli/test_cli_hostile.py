@@ -188,6 +188,41 @@ def test_submit_checks_the_submission_id_after_an_error(created, monkeypatch):
         assert client.jobs == {}
 
 
+
+class DroppedSubmit(FlakySubmit):
+    """The dashboard closes the connection without an answer `drops` times, storing nothing (as a
+    head under load did: http.client.RemoteDisconnected through requests' ConnectionError)."""
+
+    def __init__(self, drops: int):
+        super().__init__(created=False)
+        self.drops, self.calls = drops, 0
+
+    def submit_job(self, *, entrypoint, submission_id, runtime_env=None, metadata=None):
+        self.calls += 1
+        if self.calls <= self.drops:
+            raise ConnectionError("('Connection aborted.', RemoteDisconnected('Remote end closed "
+                                  "connection without response'))")
+        import types
+        self.jobs[submission_id] = types.SimpleNamespace(
+            submission_id=submission_id, status="PENDING", metadata=metadata, message="",
+            start_time=None, end_time=None, driver_exit_code=None)
+
+
+@pytest.mark.parametrize("drops,submitted", [(1, True), (2, True), (3, False)])
+def test_a_dropped_submission_of_a_job_that_does_not_exist_is_made_again(drops, submitted):
+    from tests.jobs.cli.test_main import dev_spec
+    client, spec, err = DroppedSubmit(drops), dev_spec(), io.StringIO()
+    runner = runs.Runs("http://127.0.0.1:1", client_factory=lambda a: client, out=io.StringIO(), err=err,
+                       retry=FAST)
+    if submitted:
+        result = runner.submit(spec, "python3 x.py", {})
+        assert result.action == "submitted" and list(client.jobs) == [spec.submission_id(1)]
+        assert err.getvalue().count("the dashboard has no such job; submitting again") == drops
+    else:                                           # FAST allows 3 tries: the last error stands
+        with pytest.raises(runs.SubmitFailed, match="nothing was submitted"):
+            runner.submit(spec, "python3 x.py", {})
+        assert client.calls == FAST.tries and client.jobs == {}
+
 # ---- signals while the port-forward is open ------------------------------------------------------
 
 def _cli_with_silent_forward(tmp_path):

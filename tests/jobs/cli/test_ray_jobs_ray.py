@@ -121,7 +121,7 @@ else:
         # --rerun starts the next attempt of the same run (same checkpoint directory)
         code, out, _ = cli_run(["submit", *where, "--rerun", "--no-follow"], py("print('again')"))
         assert code == ExitCode.OK and f"submitted {spec.submission_id(2)}" in out
-        assert Runs(head).wait_terminal(spec.submission_id(2), 30) == "SUCCEEDED"
+        assert Runs(head).wait_terminal(spec.submission_id(2), ray_head.SHORT_JOB_ENDS_WITHIN) == "SUCCEEDED"
 
         # secrets are refused before anything reaches the dashboard
         with pytest.raises(SecretInJobError):
@@ -201,7 +201,7 @@ else:
         # FAILED -> the next submit is attempt 2
         code, out, _ = cli_run(["submit", *where, "--no-follow"], entry)
         assert code == ExitCode.OK and f"submitted {spec.submission_id(2)}" in out
-        assert Runs(head).wait_terminal(spec.submission_id(2), 30) == "FAILED"
+        assert Runs(head).wait_terminal(spec.submission_id(2), ray_head.SHORT_JOB_ENDS_WITHIN) == "FAILED"
         code, _, err = cli_run(["attach", *where])
         assert code == ExitCode.FAILED and "tail-line-060" in err
 
