@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,7 @@ class PreviewCache:
         self.entries: dict[str, tuple[PreviewResult, list[logging.LogRecord]]] = {}
         self.bypass = False          # set for the test running now by _preview_cache_bypass
         self.hits = self.runs = self.uncached = 0
+        self.cpu_seconds = 0.0
 
     @staticmethod
     def key(stack: str, raw: dict[str, str], secrets: set[str]) -> str:
@@ -94,7 +96,7 @@ class PreviewCache:
         if fresh or self.bypass:
             self.runs += 1
             self.uncached += 1
-            return run_with_config(stack, raw, secrets)
+            return self._timed(run_with_config, stack, raw, secrets)
         key = self.key(stack, raw, secrets)
         if key in self.entries:
             self.hits += 1
@@ -124,12 +126,19 @@ class PreviewCache:
         logger.setLevel(logging.DEBUG)
         logger.propagate = False
         try:
-            result = run_with_config(stack, raw, secrets)
+            result = self._timed(run_with_config, stack, raw, secrets)
         finally:
             logger.removeHandler(collector)
             logger.setLevel(level)
             logger.propagate = propagate
         return result, records
+
+    def _timed(self, run: Any, *args: Any) -> Any:
+        started = time.process_time()
+        try:
+            return run(*args)
+        finally:
+            self.cpu_seconds += time.process_time() - started
 
     def _replay(self, records: list[logging.LogRecord]) -> None:
         logger = logging.getLogger(self.LOGGER)
@@ -306,7 +315,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not ray_head.inside_namespace():
         worker = getattr(session.config, "workerinput", {}).get("workerid", "main")
         handoff.publish_counts(f"previews-{worker}", {"computed": PREVIEWS.runs, "served": PREVIEWS.hits,
-                                                             "uncached": PREVIEWS.uncached})
+                                                             "uncached": PREVIEWS.uncached,
+                                                             "cpu_seconds": round(PREVIEWS.cpu_seconds)})
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -321,6 +331,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     counts = handoff.summed_counts()       # every worker's (tests/handoff.py), or this process's
     terminalreporter.write_line(f"offline previews: {counts.get('computed', 0)} computed "
                                 f"({counts.get('uncached', 0)} of them fresh or under monkeypatch), "
-                                f"{counts.get('served', 0)} served from the cache")
+                                f"{counts.get('served', 0)} served from the cache; "
+                                f"{counts.get('cpu_seconds', 0)} CPU-s computing them")
     for line in [*ray_head.background_summary(), *background.summary()]:
         terminalreporter.write_line(line)
