@@ -65,7 +65,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -93,6 +93,7 @@ from jobs.head.failures import (
     classify,
 )
 from jobs.head.gpu_gang import GangRequestError
+from jobs.head.recoveries import PendingRecovery, not_reached, reached
 from jobs.head.run_records import PreviousDrivers, Records, previous_drivers
 
 PREFIX = DRIVER_LOG_PREFIX
@@ -112,21 +113,6 @@ class TrainerRun:
     ended_at: float
     deadline_hit: bool = False
     terminated: bool = False
-
-
-@dataclass
-class PendingRecovery:
-    """A restart on its way: completed (and recorded) when the restarted trainer logs a step."""
-    restart: int
-    from_start: int
-    loss_at: float
-    loss_source: str
-    decided_at: float
-    backoff_s: float
-    last_step: int | None
-    resumed_from_step: int | None
-    restarted_at: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Driver:
@@ -493,18 +479,7 @@ class Driver:
         pending, self.pending = self.pending, None
         if pending is None:
             return
-        restarted = pending.restarted_at or now
-        redone = None
-        if pending.last_step is not None:
-            redone = max(0, pending.last_step - (pending.resumed_from_step or 0))
-        record = {"restart": pending.restart, "from_start": pending.from_start,
-                  "loss_at": round(pending.loss_at, 3), "loss_source": pending.loss_source,
-                  "decision_s": round(pending.decided_at - pending.loss_at, 3),
-                  "restart_s": round(restarted - pending.loss_at, 3),
-                  "first_step_s": round(now - pending.loss_at, 3),
-                  "backoff_s": round(pending.backoff_s, 3), "steps_redone": redone,
-                  "resumed_from_step": pending.resumed_from_step, "first_new_step": step,
-                  **pending.extra}
+        record = reached(pending, now, step)
         self.records.event("recovery", self.start, at=now, **record)
         print(RECOVERY_MARKER + json.dumps({"attempt": self.attempt, "start": self.start, **record},
                                            sort_keys=True), file=self.out, flush=True)
@@ -541,13 +516,7 @@ class Driver:
         self.attempt_saw_step |= trained
         if self.pending is not None:    # the restart led to a start that never logged a step
             pending, self.pending = self.pending, None
-            self.records.event("recovery", self.start, restart=pending.restart, from_start=pending.from_start,
-                               loss_at=round(pending.loss_at, 3), loss_source=pending.loss_source,
-                               decision_s=round(pending.decided_at - pending.loss_at, 3),
-                               restart_s=round((pending.restarted_at or result.started_at) - pending.loss_at, 3),
-                               first_step_s=None, backoff_s=round(pending.backoff_s, 3), steps_redone=None,
-                               resumed_from_step=pending.resumed_from_step, first_new_step=None,
-                               outcome=f"the restarted start ended before a step ({reason.value})")
+            self.records.event("recovery", self.start, **not_reached(pending, result.started_at, reason.value))
         step = last_checkpoint_step(plan.checkpoint_dir)
         self.records.event("trainer_exit", self.start, at=result.ended_at, exit_code=result.exit_code,
                            reason=reason.value, last_checkpoint_step=step, last_step=output.last_step,
