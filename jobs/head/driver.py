@@ -14,7 +14,9 @@ Stages, in order (the plan: jobs/contract/run_plan.py):
                the attempt's first trainer start, and before a restart only when the GPU nodes
                are not those of the last passing gate;
   4. [prune]   verl checkpoint pruning, when the plan asks (jobs/head/checkpoints.py);
-  5. trainer   the framework's command, resuming from the run's checkpoint directory;
+  5. trainer   the framework's command, resuming from the run's checkpoint directory; told when
+               its GPU nodes' capacity ends on schedule (flex-start, a reservation with an end),
+               so that it saves before (jobs/head/capacity_end.py); its saves for that are recorded;
   6. after     once the trainer completed: the Hugging Face export and the GSM8K test-split
                evaluation, when the plan has them (jobs/head/export.py, jobs/head/evaluate.py),
                on the GPUs the run still holds; a failure there is recorded, not fatal;
@@ -25,7 +27,9 @@ Stages, in order (the plan: jobs/contract/run_plan.py):
                again and restarts the trainer, at most max_restarts times, and only while
                restarts make progress: a second restart from the same checkpoint is a crash loop
                (exit 21); node losses before a start's first step are retried early_node_loss_retries
-               times in a row. A crash, an OOM, a hang, a configuration error is never restarted.
+               times in a row. NeMo RL's stop after its save for its capacity's end is restarted
+               the same way, once that end has passed (the next GPU wait finds new nodes). A
+               crash, an OOM, a hang, a configuration error is never restarted.
 
 Every stage but the driver's own bookkeeping runs as a child process in its own session that dies
 with the driver (jobs/head/children.py); nothing in this process calls ``ray.init``, whose SIGTERM
@@ -80,6 +84,7 @@ from jobs.contract.records import (
 )
 from jobs.contract.run_plan import Command, RunPlan
 from jobs.contract.safe_files import HEALTH_RESULT, json_if_usable
+from jobs.head.capacity_end import SaveWatch, Told, restart_delay, tell
 from jobs.head.checkpoints import check_writable, last_checkpoint_step
 from jobs.head.children import CANNOT_START, spawn, stop_grace, stop_group, was_sigterm
 from jobs.head.driver_hooks import DefaultHooks, Hooks
@@ -137,6 +142,7 @@ class Driver:
         self.pending: PendingRecovery | None = None
         self.exit_code: int | None = None
         self.gang = None      # the held GPU gang request (jobs/head/gpu_gang.py GangHolder)
+        self.told = Told()    # what the running start was told of its capacity's end
 
     def say(self, text: str) -> None:
         print(f"{PREFIX} {text}", file=self.out, flush=True)
@@ -418,13 +424,18 @@ class Driver:
         if self.pending is not None:
             self.pending.restarted_at = started_at
         placement = getattr(self.hooks, "gpu_placement", None)
+        placed = placement(self.plan) if placement is not None else {}
+        self.told = tell(self.plan, placed, self.run_dir, started_at)
+        if self.told.line:
+            self.say(self.told.line)
         self.records.event("trainer_start", self.start, at=started_at, argv0=trainer.argv[0],
                            resumed_from_step=last_checkpoint_step(self.plan.checkpoint_dir),
-                           **(placement(self.plan) if placement is not None else {}))
+                           **placed, **self.told.record)
         tensorboard = tensorboard_dir(self.run_dir, self.attempt, self.start)
         proc = spawn(trainer.argv, cwd=trainer.cwd, stdout=subprocess.PIPE, text=True,
-                     env={**os.environ, **trainer.env, TENSORBOARD_ENV: tensorboard})
+                     env={**os.environ, **trainer.env, TENSORBOARD_ENV: tensorboard, **self.told.env})
         output = TrainerOutput()
+        saves = SaveWatch(self.records, self.start, self.told, self.say)
         stdout = proc.stdout
         if stdout is None:    # impossible: stdout=PIPE
             raise RuntimeError("the trainer's stdout is not a pipe")
@@ -436,6 +447,7 @@ class Driver:
                 step = output.feed(line)
                 if step is not None and output.steps == 1:
                     self.first_step(step)
+                saves.line(output.tail[-1], output)
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
@@ -532,7 +544,7 @@ class Driver:
                             f"resumes from checkpoint step {step if step is not None else 'none'}")
         if reason == Reason.COMPLETED:
             evidence += self.after_training()
-        if reason != Reason.NODE_LOST:
+        if reason not in (Reason.NODE_LOST, Reason.CAPACITY_ENDED):
             return self.end(REASON_EXIT[reason], f"{reason.value}: {evidence}" + (
                 "" if reason == Reason.COMPLETED else "; not restarted (no node was lost: it "
                 "would fail again)"))
@@ -543,12 +555,16 @@ class Driver:
         loss_at, source = (min(deaths), "node marked dead") if deaths else (result.ended_at, "trainer exit")
         delay = backoff_seconds(self.policy.since_progress, plan.backoff_base_seconds,
                                 plan.backoff_cap_seconds)
+        if reason == Reason.CAPACITY_ENDED:     # wait until the nodes have gone, not a backoff
+            loss_at, source = result.ended_at, "capacity end"
+            delay = restart_delay(self.told, time.time(), plan.node_settle_seconds)
         record = self.records.restart(
             reason=reason.value, exit_code=result.exit_code, last_checkpoint_step=step,
             start=self.start, trained=trained, last_step=output.last_step, evidence=evidence[:600],
             lost_nodes=[n.node_id for n in dead], loss_at=round(loss_at, 3), backoff_s=delay)
         print(RESTART_MARKER + json.dumps(record, sort_keys=True), file=self.out, flush=True)
-        self.say(f"restart {self.policy.restarts}/{plan.max_restarts} after a lost node ({evidence}); "
+        self.say(f"restart {self.policy.restarts}/{plan.max_restarts} "
+                 f"{'as its capacity ends' if reason == Reason.CAPACITY_ENDED else 'after a lost node'} ({evidence}); "
                  f"resuming from step {step if step is not None else 'none'} in {delay:.0f}s")
         if delay >= self.remaining():
             self.records.event("deadline", self.start, deadline_seconds=plan.deadline_seconds)
