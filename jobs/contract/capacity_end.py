@@ -14,7 +14,7 @@ Where capacity ends
   object, and nothing else on the head knows when a node began (a Ray node joins minutes later,
   after the image pull). The Node is created when the kubelet registers, after the VM's boot, so
   that time is late by the boot: FLEX_START_BOOT_ALLOWANCE_SECONDS is taken off, so that the end is
-  never estimated later than it is.
+  not estimated later than it is (for a boot of up to that long).
 - a reservation: at the end time the user gives (``gke-grpo:gpu.reservation.endTime`` or a
   reservation source's ``endTime``), for the nodes whose ``reservation-name`` label names it.
 - Spot: no scheduled end (a preemption is not scheduled); nothing is set.
@@ -77,6 +77,9 @@ FLEX_START_BOOT_ALLOWANCE_SECONDS = 300.0
 # NeMo RL: the setup before grpo_train on a run's first start, before one was seen. An assumption
 # of this project (a 32B model's load and vLLM start-up on 4 nodes takes minutes, not hours).
 SETUP_ALLOWANCE_SECONDS = 1800.0
+# A "trainer start to first step" longer than this in events.jsonl is no setup (a clock step, a
+# damaged record): left out, so that it cannot make every later start stop at once.
+LONGEST_SETUP_SECONDS = 86400.0
 
 
 def node_created_at(labels: Mapping[str, str]) -> float | None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from jobs.contract.capacity_end import (
     CAPACITY_SAVE_EVENT,
+    LONGEST_SETUP_SECONDS,
     NEMO_RL_SAVE_BY_ENV,
     SETUP_ALLOWANCE_SECONDS,
     VERL_EXPIRATION_ENV,
@@ -55,7 +56,7 @@ def setup_seconds_seen(run_dir: str | Path) -> float | None:
             starts[key] = float(at)
         elif row.get("event") == "first_step" and key in starts:
             seen.append(float(at) - starts[key])
-    seen = [s for s in seen if s >= 0]
+    seen = [s for s in seen if 0 <= s <= LONGEST_SETUP_SECONDS]
     return max(seen) if seen else None
 
 

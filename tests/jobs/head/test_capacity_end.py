@@ -98,6 +98,9 @@ def test_nemo_rl_is_told_a_duration_that_leaves_out_the_margin_and_the_setup(tmp
     records.event("trainer_start", 1, at=now - 1000)
     records.event("first_step", 1, at=now - 1000 + 300)
     assert head.setup_seconds_seen(plan.run_dir) == 420
+    records.event("trainer_start", 2, at=now - 900_000)       # a damaged record: no setup
+    records.event("first_step", 2, at=now)
+    assert head.setup_seconds_seen(plan.run_dir) == 420
     told = head.tell(plan, placement(flex_node("a", 86000, now)), plan.run_dir, now)
     assert told.env == {NEMO_RL_SAVE_BY_ENV: "00:23:45:40"}                  # 86000 - 40 - 420 s
     assert "longest trainer start to first step" in told.record["capacity_end"]["setup_basis"]
