@@ -81,11 +81,14 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
     from jobs.plan.render import render
 
     job = config.job
+    ends = capacity_end(spec, config)
     try:
-        rendered = render(spec)
+        rendered = render(spec, None if ends is None else ends["margin_seconds"])
     except ValueError as exc:   # a refused OmegaConf resolver (jobs/plan/interpolations.py)
         raise ConfigError([Problem("gke-grpo:job.extraOverrides", NOT_SHOWN, str(exc))]) from None
     return build_plan(spec, rendered, deadline_seconds=job.active_deadline_seconds,
+                      # when the capacity ends on schedule: each trainer start is told
+                      capacity_end=ends,
                       # the fabric/storage gate before every trainer start
                       health=health_plan(config, DATA_LAYOUT.run_dir(spec.run_id)),
                       gpu_wait_seconds=job.gpu_wait_seconds,
@@ -95,6 +98,29 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
                       # the Hugging Face export and the test-split evaluation after training
                       after_training=after_training_commands(spec, job.evaluate,
                                                              job.export.hub_repo)).to_json()
+
+
+def capacity_end(spec: GrpoSpec, config: StackConfig) -> dict[str, Any] | None:
+    """The plan's ``capacity_end`` (jobs/plan/capacity_end.py) from the stack's capacity sources:
+    the flex-start source's node lifetime (GKE's 7 days when unset, as on Autopilot) and each
+    reservation's configured end; None when no source ends on schedule."""
+    from components.config.timeformats import rfc3339
+    from jobs.contract.capacity_end import FLEX_START_DEFAULT_MAX_RUN_SECONDS
+    from jobs.plan.capacity_end import capacity_end_plan
+
+    flex: int | None = None
+    reservations: dict[str, float] = {}
+    for source in config.capacity.sources:
+        if source.kind == "flexStart":
+            flex = source.max_run_duration_seconds or FLEX_START_DEFAULT_MAX_RUN_SECONDS
+        elif source.reservation is not None and source.reservation.end_time is not None:
+            ends_at = rfc3339(source.reservation.end_time)
+            if ends_at is not None:    # the config's type has checked it
+                name = source.reservation.name
+                reservations[name] = min(reservations.get(name, ends_at.timestamp()), ends_at.timestamp())
+    tier = config.storage.lustre.throughput_tier if config.storage.lustre else None
+    return capacity_end_plan(spec, flex_start_max_run_seconds=flex, reservation_ends=reservations,
+                             lustre_tier_mbps_per_tib=tier)
 
 
 def submitter_pod_template(ray_version: str, node_selector: dict[str, str]) -> dict[str, Any]:

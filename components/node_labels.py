@@ -12,12 +12,17 @@ scratch volume; ``ray start --labels-file`` makes them the node's labels (a YAML
 verl and NeMo RL images). The pod's service account may ``get`` nodes and
 nothing more (a ClusterRole, since nodes are cluster-scoped; no list, no watch, no write).
 
+Besides the labels, the node's creation time (``gke-grpo/node-created``, epoch seconds): the run
+driver works a flex-start node's end out from it.
+
 A failure to read the node never stops a GPU worker: the file then says
 ``gke-grpo/node-labels: unreadable`` and the init container's log says why; the run records the
 source as unknown.
 """
 
 from __future__ import annotations
+
+from jobs.contract.capacity import NODE_CREATED_LABEL
 
 # Written by the init container on the worker's Ray scratch volume (ray_pods.RAY_TMP), read by
 # `ray start --labels-file=...` in the Ray container.
@@ -40,6 +45,11 @@ PASSED_LABELS = (
     "cloud.google.com/compute-class",
 )
 NODE_NAME_LABEL = "gke-grpo/node-name"
+# NODE_CREATED_LABEL (jobs/contract/capacity.py): the Node's metadata.creationTimestamp as epoch
+# seconds (a Ray label value cannot hold ':'), when a flex-start node's run duration began, near
+# enough; the driver tells the trainer when the node's maxRunDurationSeconds ends
+# (jobs/contract/capacity_end.py). The API server writes it in UTC, whole seconds, "Z"
+# (k8s.io/apimachinery pkg/apis/meta/v1/time.go: Time.MarshalJSON, RFC3339 of t.UTC()).
 # Where Kubernetes mounts a pod's service-account token and the cluster CA.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 UNREADABLE_LABEL = "gke-grpo/node-labels"
@@ -49,7 +59,7 @@ RBAC_NAME = "gke-grpo-gpu-node-reader"
 # Kubernetes' (at most 63 characters of [A-Za-z0-9._-], alphanumeric at both ends: Ray 2.54
 # ray/_private/label_utils.py validate_label_value); a value that is not is left out.
 _SCRIPT = '''
-import json, os, re, ssl, sys, urllib.request
+import calendar, json, os, re, ssl, sys, time, urllib.request
 SA = "{sa_dir}"
 out, node = sys.argv[1], os.environ.get("{node_env}", "")
 wanted = {wanted}
@@ -65,9 +75,15 @@ try:
         headers={{"Authorization": "Bearer " + token, "Accept": "application/json"}})
     context = ssl.create_default_context(cafile=SA + "/ca.crt")
     with urllib.request.urlopen(request, context=context, timeout=20) as response:
-        found = json.load(response).get("metadata", {{}}).get("labels", {{}}) or {{}}
+        metadata = json.load(response).get("metadata", {{}}) or {{}}
+    found = metadata.get("labels", {{}}) or {{}}
     labels = {{k: v for k, v in found.items() if k in wanted and valid.match(v) and len(v) <= 63}}
     labels["{node_label}"] = node if valid.match(node) and len(node) <= 63 else "too-long"
+    try:
+        created = calendar.timegm(time.strptime(metadata.get("creationTimestamp", ""), "%Y-%m-%dT%H:%M:%SZ"))
+        labels["{created_label}"] = str(created)
+    except (TypeError, ValueError) as exc:
+        print("node-labels: node %s: no creation time: %s" % (node, exc))
     print("node-labels: node %s: %s" % (node, json.dumps(labels, sort_keys=True)))
 except Exception as exc:
     labels = {{"{unreadable}": "unreadable"}}
@@ -81,7 +97,8 @@ with open(out, "w") as f:
 def labels_script() -> str:
     """The init container's python3 program (argv[1]: the labels file)."""
     return _SCRIPT.format(node_env=NODE_NAME_ENV, wanted=repr(tuple(sorted(PASSED_LABELS))),
-                          node_label=NODE_NAME_LABEL, unreadable=UNREADABLE_LABEL,
+                          node_label=NODE_NAME_LABEL, created_label=NODE_CREATED_LABEL,
+                          unreadable=UNREADABLE_LABEL,
                           sa_dir=SERVICE_ACCOUNT_DIR).lstrip()
 
 

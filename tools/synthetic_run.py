@@ -76,6 +76,19 @@ def _placement(source: str, first_node: int, nodes: int = 2, gpus: int = 8) -> d
     return {"gpu_nodes": chosen, "capacity_sources": {source: nodes}}
 
 
+def _capacity_end(source: str, begin: float) -> dict:
+    """What the driver tells a start on flex-start nodes (jobs/head/capacity_end.py tell): the
+    first node's end (here six days on), for a verl trainer; nothing on other sources."""
+    if source != FLEX_START:
+        return {}
+    ends_at = begin + 6 * 86400.0
+    return {"capacity_end": {"margin_seconds": 35.0, "margin_basis": "the planner's checkpoint time (synthetic)",
+                             "ends_at": ends_at, "node": "gke-gpu-flexstart-2", "source": source,
+                             "basis": "flex-start node created at ... (synthetic)",
+                             "told": {"MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP": str(int(ends_at)),
+                                      "trainer.esi_redundant_time": 35}}}
+
+
 def _write_eval(path: Path, run_id: str, last_step: int) -> None:
     """GSM8K test results of the base model and of the last step (made-up counts), as
     jobs/head/evaluate.py writes them: what the report's headline and section show."""
@@ -189,7 +202,7 @@ def write_synthetic_run(root: str | Path, framework: str = "verl", *, t0: float 
     event(t + 661, "gpu_wait_end", 1)
     begin = t + 663
     event(begin, "trainer_start", 1, resumed_from_step=checkpoint,
-          **_placement(sources[min(1, len(sources) - 1)], 2))
+          **_placement(sources[min(1, len(sources) - 1)], 2), **_capacity_end(sources[min(1, len(sources) - 1)], begin))
     t = begin + 300.0                                   # model load + resume + validation
     points = [(val_tag, checkpoint, reward(checkpoint) + 0.03, t)]   # verl validates on resume
     last = total_steps if finished else checkpoint + (total_steps - checkpoint) // 2

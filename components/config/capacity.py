@@ -113,7 +113,7 @@ def _legacy_source(gpu: GpuConfig) -> CapacitySource:
     fields: dict = {"kind": kind}
     if kind == "reservation" and gpu.reservation is not None:
         fields.update(name=gpu.reservation.name, block=gpu.reservation.block,
-                      project=gpu.reservation.project)
+                      project=gpu.reservation.project, endTime=gpu.reservation.end_time)
     if kind == "flexStart":
         fields["maxRunDurationSeconds"] = gpu.max_run_duration_seconds
     return CapacitySource.model_validate({k: v for k, v in fields.items() if v is not None})
@@ -191,5 +191,6 @@ def capacity_plan(gpu: GpuConfig, *, machine_type: str) -> CapacityPlan:
 def _reservation(source: CapacitySource) -> Reservation | None:
     if source.kind != "reservation" or source.name is None:
         return None
-    fields = {"name": source.name, "block": source.block, "project": source.project}
+    fields = {"name": source.name, "block": source.block, "project": source.project,
+              "endTime": source.end_time}
     return Reservation.model_validate({k: v for k, v in fields.items() if v is not None})

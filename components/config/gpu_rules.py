@@ -14,7 +14,7 @@ from components.config.facts import (
     MACHINE_SHAPES,
     PROVISIONING_MODELS,
 )
-from components.config.models import CapacitySource, ClusterConfig, GpuConfig
+from components.config.models import CapacitySource, ClusterConfig, GpuConfig, JobConfig
 from components.config.patterns import _GKE_VERSION, version_at_least
 
 ON_DEMAND_WORDS = ("on-demand", "ondemand", "standard", "on_demand", "onDemand")
@@ -35,6 +35,7 @@ class _GpuRules:
     """The ``gke-grpo:gpu`` checks; ``_Rules`` provides ``add``, ``cluster`` and ``gpu``."""
 
     cluster: ClusterConfig | None
+    gpu: GpuConfig | None
 
     def add(self, key: str, given: Any, allowed: str, reads: tuple[str, ...] = ()) -> None:
         raise NotImplementedError
@@ -175,7 +176,7 @@ class _GpuRules:
             self.add(f"{key}.name", None, "required for a reservation source: the reservation's name")
         if source.kind != "reservation":
             for field, value in (("name", source.name), ("block", source.block),
-                                 ("project", source.project)):
+                                 ("project", source.project), ("endTime", source.end_time)):
                 if value is not None:
                     self.add(f"{key}.{field}", value, "only with kind reservation",
                              reads=(f"{key}.kind",))
@@ -257,3 +258,37 @@ class _GpuRules:
                          f"another name: gpu.capacity[{keeping[0]}] keeps the former provisioningModel "
                          "pool under it, and one pool can serve one source",
                          reads=(f"gpu.capacity[{keeping[0]}].nodePool",))
+
+    # ---- capacity that ends on schedule -------------------------------------------------------
+    def _run_durations(self, g: GpuConfig) -> list[tuple[str, int]]:
+        """(key, seconds) of each flex-start node lifetime the config gives, valid ones only (a
+        bad one has its own problem)."""
+        found = []
+        if g.capacity is None:
+            if g.provisioning_model == "flex-start" and g.max_run_duration_seconds is not None:
+                found.append(("gpu.maxRunDurationSeconds", g.max_run_duration_seconds))
+        else:
+            found += [(f"gpu.capacity[{i}].maxRunDurationSeconds", s.max_run_duration_seconds)
+                      for i, s in enumerate(g.capacity)
+                      if s.kind == "flexStart" and s.max_run_duration_seconds is not None]
+        return [(key, seconds) for key, seconds in found if 600 <= seconds <= FLEX_START_MAX_RUN_SECONDS]
+
+    def _check_capacity_outlives_a_checkpoint(self, j: JobConfig) -> None:
+        """A flex-start node must live longer than one checkpoint interval (checkpointEverySteps
+        x the planner's step time): one that ends sooner is gone before the run's first
+        checkpoint on it, whatever the driver tells the trainer."""
+        from jobs.plan.checkpoint_interval import load_interruption_priors
+
+        if self.gpu is None or j.checkpoint_every_steps < 1:
+            return
+        step = load_interruption_priors().step_seconds
+        if not step.value:
+            return
+        interval = j.checkpoint_every_steps * step.value
+        for key, seconds in self._run_durations(self.gpu):
+            if seconds <= interval:
+                self.add(key, seconds, f"longer than one checkpoint interval: job.checkpointEverySteps "
+                         f"({j.checkpoint_every_steps}) x {step.value:.0f} s a step (the planner's step "
+                         f"time, {step.label()}: data/interruption-priors.yaml) = {interval:.0f} s; a node "
+                         "that ends sooner is gone before its first checkpoint. Raise it, or checkpoint "
+                         "more often", reads=("job.checkpointEverySteps",))

@@ -445,6 +445,7 @@ class _Rules(_GpuRules):
 
     # ---- job ----------------------------------------------------------------------------------
     def _check_job(self, j: JobConfig) -> None:
+        self._check_capacity_outlives_a_checkpoint(j)
         if (j.total_steps is None) == (j.total_epochs is None):
             self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "
                      "job.totalEpochs", reads=("job.totalEpochs",))

@@ -252,6 +252,9 @@ _REAL_TIME = _rule(lambda v: rfc3339(v) is not None,
 # examples are the ones each message has always given.
 WindowTime = Annotated[str, _written_as_utc("2025-01-04T02:00:00Z"), _REAL_TIME, _schema(_RFC3339.pattern)]
 ExclusionTime = Annotated[str, _written_as_utc("2026-12-01T00:00:00Z"), _REAL_TIME, _schema(_RFC3339.pattern)]
+# When a reservation ends (its deleteAtTime, or a calendar-mode reservation's end): the run driver
+# has the trainer save before (jobs/contract/capacity_end.py).
+ReservationEndTime = Annotated[str, _written_as_utc("2027-01-01T00:00:00Z"), _REAL_TIME, _schema(_RFC3339.pattern)]
 
 
 def _recurrence_problem(rule: str) -> str | None:

@@ -56,7 +56,8 @@ def seconds_text(value: Any) -> str:
 def describe_recovery(record: dict[str, Any]) -> str:
     """One restart's recovery in a line."""
     redone = record.get("steps_redone")
-    source = "node marked dead" if record.get("loss_source") == "node marked dead" else "trainer exit"
+    source = record.get("loss_source") if record.get("loss_source") in ("node marked dead", "capacity end") \
+        else "trainer exit"
     return (f"restart {record.get('restart', '?')}: from the node loss ({source}) decision "
             f"{seconds_text(record.get('decision_s'))}, trainer restarted {seconds_text(record.get('restart_s'))}, "
             f"first new step {seconds_text(record.get('first_step_s'))} (backoff {seconds_text(record.get('backoff_s'))}); "

@@ -361,12 +361,14 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
             rows.append(("validation", ", ".join(f"step {r.step}: {r.get('val_reward'):.4f}"
                                                  for r in (val[:1] + val[-1:] if len(val) > 1 else val))))
     if not inputs.timeline.empty:
+        from jobs.cli.capacity_view import capacity_rows
         from jobs.cli.gpu_status import start_sources_rows
 
         rows.append(("goodput", inputs.goodput.describe()))
         starts = inputs.timeline.trainer_starts()
         rows.append(("starts", f"{len(starts)} trainer start(s), {len(inputs.timeline.restarts)} restart(s)"))
         rows += start_sources_rows(inputs.timeline)
+        rows += capacity_rows(inputs.timeline)
         rows += recovery_rows(recoveries(inputs.timeline))
     if inputs.advice is not None:
         rows.append(("ckpt period", inputs.advice.describe()))

@@ -3,7 +3,8 @@
     summary_html(inputs)       model and revision, framework and version, nodes x GPUs, capacity
                                source, key settings (the stack's spec, when --stack is given)
     attempts_html(inputs)      one row per trainer start: GPU wait, capacity source and nodes,
-                               exit reason, steps, checkpoint resumed from and left
+                               exit reason, steps, checkpoint resumed from and left, when its
+                               capacity ends and the trainer's saves before (capacity_view.py)
     checkpoint_html(inputs)    the latest resumable checkpoint and the command that resumes it
     validation_html(inputs)    the validation score per step, against step 0
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING, Any
 
+from jobs.cli.capacity_view import start_capacity_text
 from jobs.cli.gpu_status import placement_text
 from jobs.cli.report_html import duration_text, html_table, page_text, utc_text
 from jobs.contract.capacity import describe_source
@@ -162,7 +164,8 @@ def attempt_rows(inputs: ReportInputs) -> list[tuple[Any, ...]]:
         resumed = _step(extra.get("resumed_from_step"))
         rows.append((f"{iv.attempt}/{iv.start}", utc_text(iv.begin), duration_text(iv.duration(inputs.now)),
                      duration_text(wait) if wait else "-", placed, exit_text, _steps_of(inputs, iv.attempt, iv.start),
-                     "-" if resumed is None else resumed, "-" if left is None else left))
+                     "-" if resumed is None else resumed, "-" if left is None else left,
+                     start_capacity_text(inputs.timeline, iv.attempt, iv.start)))
     return rows
 
 
@@ -172,11 +175,13 @@ def attempts_html(inputs: ReportInputs) -> str:
     if not rows:
         return head + '<p class="note">No trainer start recorded in events.jsonl (yet).</p>'
     return head + html_table(rows, ("attempt/start", "started", "ran", "GPU wait", "capacity source and nodes",
-                                    "exit reason (code)", "steps logged", "resumed from", "checkpoint at exit"),
+                                    "exit reason (code)", "steps logged", "resumed from", "checkpoint at exit",
+                                    "capacity end"),
                              cls="wide", table_id="attempts-table") + \
         '<p class="sub">Each attempt is one submission of the run; each start one launch of the trainer ' \
         "inside it (the driver restarts it after a lost node). Steps logged: first-last (count) in " \
-        "that start's TensorBoard folder.</p>"
+        "that start's TensorBoard folder. Capacity end: when the start's flex-start nodes or " \
+        "reservation end on schedule, and the trainer's saves before it (docs/gpu-capacity.md).</p>"
 
 
 def resume_advice(inputs: ReportInputs) -> tuple[str, str]:

@@ -33,6 +33,9 @@ FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 PROVISIONING_LABEL = "cloud.google.com/gke-provisioning"
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 NODE_NAME_LABEL = "gke-grpo/node-name"
+# The epoch second the node's Kubernetes Node object was created (its metadata.creationTimestamp):
+# when a flex-start node's run duration began, near enough (jobs/contract/capacity_end.py).
+NODE_CREATED_LABEL = "gke-grpo/node-created"
 UNREADABLE_LABEL = "gke-grpo/node-labels"
 
 SPOT, FLEX_START, UNKNOWN = "spot", "flexStart", "unknown"

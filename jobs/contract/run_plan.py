@@ -32,9 +32,11 @@ from typing import Any
 from jobs.contract.credentials import redact
 from jobs.contract.health import health_plan_problems
 from jobs.contract.layout import CHECKPOINTS_DIR, MOUNT_PATH, RUNS_DIR
+from jobs.contract.records import LATEST_TIME
 from jobs.contract.safe_files import RUN_PLAN, UnusableFile, read_json
 from jobs.contract.spec import GrpoSpec
 from jobs.contract.value_checks import (
+    MAX_SECONDS,
     Check,
     Invalid,
     absolute_path,
@@ -126,6 +128,12 @@ class RunPlan:
     evaluate: Command | None = None
     early_node_loss_retries: int = DEFAULT_EARLY_NODE_LOSS_RETRIES
     node_settle_seconds: float = DEFAULT_NODE_SETTLE_SECONDS
+    # When the run's capacity ends on schedule and the margin to save before it
+    # (jobs/contract/capacity_end.py; built by jobs/plan/capacity_end.py); None: no capacity source
+    # of the stack has a scheduled end (Spot, a reservation without endTime).
+    #   {"margin_seconds": 35.0, "margin_basis": "...", "flex_start_max_run_seconds": 86400 | null,
+    #    "reservation_ends": [{"name": "r1", "ends_at": <epoch seconds>}, ...]}
+    capacity_end: dict[str, Any] | None = None
     version: int = PLAN_VERSION
 
     def to_json(self) -> str:
@@ -150,6 +158,15 @@ _COMMAND_FIELDS: dict[str, Check] = {
     "env": env_map,
 }
 _command = object_of(_COMMAND_FIELDS, required=("argv",))
+
+
+_CAPACITY_END = object_of({
+    "margin_seconds": number(low=0, high=MAX_SECONDS),
+    "margin_basis": text(max_length=1000),
+    "flex_start_max_run_seconds": optional(seconds()),
+    "reservation_ends": list_of(object_of({"name": text(max_length=253), "ends_at": number(above=0, high=LATEST_TIME)},
+                                          required=("name", "ends_at")), max_length=1000),
+}, required=("margin_seconds", "margin_basis", "flex_start_max_run_seconds", "reservation_ends"))
 
 
 def _health(value: Any, key: str) -> None:
@@ -182,6 +199,7 @@ PLAN_FIELDS: dict[str, Check] = {
     "prune_checkpoints_keep": optional(integer(1, MAX_COUNT)),
     "early_node_loss_retries": integer(0, MAX_COUNT),
     "node_settle_seconds": number(low=0, high=3600),
+    "capacity_end": optional(_CAPACITY_END),
 }
 REQUIRED_FIELDS = tuple(f.name for f in dataclasses.fields(RunPlan)
                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)

@@ -14,7 +14,9 @@ Stages, in order (the plan: jobs/contract/run_plan.py):
                the attempt's first trainer start, and before a restart only when the GPU nodes
                are not those of the last passing gate;
   4. [prune]   verl checkpoint pruning, when the plan asks (jobs/head/checkpoints.py);
-  5. trainer   the framework's command, resuming from the run's checkpoint directory;
+  5. trainer   the framework's command, resuming from the run's checkpoint directory; told when
+               its GPU nodes' capacity ends on schedule (flex-start, a reservation with an end),
+               so that it saves before (jobs/head/capacity_end.py); its saves for that are recorded;
   6. after     once the trainer completed: the Hugging Face export and the GSM8K test-split
                evaluation, when the plan has them (jobs/head/export.py, jobs/head/evaluate.py),
                on the GPUs the run still holds; a failure there is recorded, not fatal;
@@ -25,7 +27,9 @@ Stages, in order (the plan: jobs/contract/run_plan.py):
                again and restarts the trainer, at most max_restarts times, and only while
                restarts make progress: a second restart from the same checkpoint is a crash loop
                (exit 21); node losses before a start's first step are retried early_node_loss_retries
-               times in a row. A crash, an OOM, a hang, a configuration error is never restarted.
+               times in a row. NeMo RL's stop after its save for its capacity's end is restarted
+               the same way, once that end has passed (the next GPU wait finds new nodes). A
+               crash, an OOM, a hang, a configuration error is never restarted.
 
 Every stage but the driver's own bookkeeping runs as a child process in its own session that dies
 with the driver (jobs/head/children.py); nothing in this process calls ``ray.init``, whose SIGTERM
@@ -65,7 +69,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -80,6 +84,7 @@ from jobs.contract.records import (
 )
 from jobs.contract.run_plan import Command, RunPlan
 from jobs.contract.safe_files import HEALTH_RESULT, json_if_usable
+from jobs.head.capacity_end import SaveWatch, Told, restart_delay, tell
 from jobs.head.checkpoints import check_writable, last_checkpoint_step
 from jobs.head.children import CANNOT_START, spawn, stop_grace, stop_group, was_sigterm
 from jobs.head.driver_hooks import DefaultHooks, Hooks
@@ -93,6 +98,7 @@ from jobs.head.failures import (
     classify,
 )
 from jobs.head.gpu_gang import GangRequestError
+from jobs.head.recoveries import PendingRecovery, not_reached, reached
 from jobs.head.run_records import PreviousDrivers, Records, previous_drivers
 
 PREFIX = DRIVER_LOG_PREFIX
@@ -112,21 +118,6 @@ class TrainerRun:
     ended_at: float
     deadline_hit: bool = False
     terminated: bool = False
-
-
-@dataclass
-class PendingRecovery:
-    """A restart on its way: completed (and recorded) when the restarted trainer logs a step."""
-    restart: int
-    from_start: int
-    loss_at: float
-    loss_source: str
-    decided_at: float
-    backoff_s: float
-    last_step: int | None
-    resumed_from_step: int | None
-    restarted_at: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Driver:
@@ -151,6 +142,7 @@ class Driver:
         self.pending: PendingRecovery | None = None
         self.exit_code: int | None = None
         self.gang = None      # the held GPU gang request (jobs/head/gpu_gang.py GangHolder)
+        self.told = Told()    # what the running start was told of its capacity's end
 
     def say(self, text: str) -> None:
         print(f"{PREFIX} {text}", file=self.out, flush=True)
@@ -432,13 +424,18 @@ class Driver:
         if self.pending is not None:
             self.pending.restarted_at = started_at
         placement = getattr(self.hooks, "gpu_placement", None)
+        placed = placement(self.plan) if placement is not None else {}
+        self.told = tell(self.plan, placed, self.run_dir, started_at)
+        if self.told.line:
+            self.say(self.told.line)
         self.records.event("trainer_start", self.start, at=started_at, argv0=trainer.argv[0],
                            resumed_from_step=last_checkpoint_step(self.plan.checkpoint_dir),
-                           **(placement(self.plan) if placement is not None else {}))
+                           **placed, **self.told.record)
         tensorboard = tensorboard_dir(self.run_dir, self.attempt, self.start)
         proc = spawn(trainer.argv, cwd=trainer.cwd, stdout=subprocess.PIPE, text=True,
-                     env={**os.environ, **trainer.env, TENSORBOARD_ENV: tensorboard})
+                     env={**os.environ, **trainer.env, TENSORBOARD_ENV: tensorboard, **self.told.env})
         output = TrainerOutput()
+        saves = SaveWatch(self.records, self.start, self.told, self.say)
         stdout = proc.stdout
         if stdout is None:    # impossible: stdout=PIPE
             raise RuntimeError("the trainer's stdout is not a pipe")
@@ -450,6 +447,7 @@ class Driver:
                 step = output.feed(line)
                 if step is not None and output.steps == 1:
                     self.first_step(step)
+                saves.line(output.tail[-1], output)
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
@@ -493,18 +491,7 @@ class Driver:
         pending, self.pending = self.pending, None
         if pending is None:
             return
-        restarted = pending.restarted_at or now
-        redone = None
-        if pending.last_step is not None:
-            redone = max(0, pending.last_step - (pending.resumed_from_step or 0))
-        record = {"restart": pending.restart, "from_start": pending.from_start,
-                  "loss_at": round(pending.loss_at, 3), "loss_source": pending.loss_source,
-                  "decision_s": round(pending.decided_at - pending.loss_at, 3),
-                  "restart_s": round(restarted - pending.loss_at, 3),
-                  "first_step_s": round(now - pending.loss_at, 3),
-                  "backoff_s": round(pending.backoff_s, 3), "steps_redone": redone,
-                  "resumed_from_step": pending.resumed_from_step, "first_new_step": step,
-                  **pending.extra}
+        record = reached(pending, now, step)
         self.records.event("recovery", self.start, at=now, **record)
         print(RECOVERY_MARKER + json.dumps({"attempt": self.attempt, "start": self.start, **record},
                                            sort_keys=True), file=self.out, flush=True)
@@ -541,13 +528,7 @@ class Driver:
         self.attempt_saw_step |= trained
         if self.pending is not None:    # the restart led to a start that never logged a step
             pending, self.pending = self.pending, None
-            self.records.event("recovery", self.start, restart=pending.restart, from_start=pending.from_start,
-                               loss_at=round(pending.loss_at, 3), loss_source=pending.loss_source,
-                               decision_s=round(pending.decided_at - pending.loss_at, 3),
-                               restart_s=round((pending.restarted_at or result.started_at) - pending.loss_at, 3),
-                               first_step_s=None, backoff_s=round(pending.backoff_s, 3), steps_redone=None,
-                               resumed_from_step=pending.resumed_from_step, first_new_step=None,
-                               outcome=f"the restarted start ended before a step ({reason.value})")
+            self.records.event("recovery", self.start, **not_reached(pending, result.started_at, reason.value))
         step = last_checkpoint_step(plan.checkpoint_dir)
         self.records.event("trainer_exit", self.start, at=result.ended_at, exit_code=result.exit_code,
                            reason=reason.value, last_checkpoint_step=step, last_step=output.last_step,
@@ -563,7 +544,7 @@ class Driver:
                             f"resumes from checkpoint step {step if step is not None else 'none'}")
         if reason == Reason.COMPLETED:
             evidence += self.after_training()
-        if reason != Reason.NODE_LOST:
+        if reason not in (Reason.NODE_LOST, Reason.CAPACITY_ENDED):
             return self.end(REASON_EXIT[reason], f"{reason.value}: {evidence}" + (
                 "" if reason == Reason.COMPLETED else "; not restarted (no node was lost: it "
                 "would fail again)"))
@@ -574,12 +555,16 @@ class Driver:
         loss_at, source = (min(deaths), "node marked dead") if deaths else (result.ended_at, "trainer exit")
         delay = backoff_seconds(self.policy.since_progress, plan.backoff_base_seconds,
                                 plan.backoff_cap_seconds)
+        if reason == Reason.CAPACITY_ENDED:     # wait until the nodes have gone, not a backoff
+            loss_at, source = result.ended_at, "capacity end"
+            delay = restart_delay(self.told, time.time(), plan.node_settle_seconds)
         record = self.records.restart(
             reason=reason.value, exit_code=result.exit_code, last_checkpoint_step=step,
             start=self.start, trained=trained, last_step=output.last_step, evidence=evidence[:600],
             lost_nodes=[n.node_id for n in dead], loss_at=round(loss_at, 3), backoff_s=delay)
         print(RESTART_MARKER + json.dumps(record, sort_keys=True), file=self.out, flush=True)
-        self.say(f"restart {self.policy.restarts}/{plan.max_restarts} after a lost node ({evidence}); "
+        self.say(f"restart {self.policy.restarts}/{plan.max_restarts} "
+                 f"{'as its capacity ends' if reason == Reason.CAPACITY_ENDED else 'after a lost node'} ({evidence}); "
                  f"resuming from step {step if step is not None else 'none'} in {delay:.0f}s")
         if delay >= self.remaining():
             self.records.event("deadline", self.start, deadline_seconds=plan.deadline_seconds)

@@ -1,6 +1,7 @@
 """Why a trainer start ended, from its exit code, what it printed and what the cluster says about
 its nodes: the run driver restarts the trainer only on evidence of lost capacity (a node that
-died or was preempted while the start ran); everything else is a failure with its own reason.
+died or was preempted while the start ran, or NeMo RL's stop after it saved because its capacity
+ends on schedule: jobs/contract/capacity_end.py); everything else is a failure with its own reason.
 
     classify(exit_code, output, node_loss=..., attempt_saw_step=...) -> (Reason, evidence)
 
@@ -19,6 +20,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
+from jobs.contract.capacity_end import CAPACITY_ENDED_REASON, NEMO_RL_TIMEOUT_TEXT, VERL_FORCED_SAVE_TEXT
 from jobs.contract.exit_codes import ExitCode
 
 
@@ -34,6 +36,7 @@ class Reason(enum.StrEnum):
     TRAINER_FAILED = "trainer_failed"
     DEADLINE = "deadline"
     TERMINATED = "terminated"
+    CAPACITY_ENDED = CAPACITY_ENDED_REASON       # NeMo RL saved and stopped: restarted (bounded)
 
 
 # Sources, Ray 2.54.0 (the wheel, read 2026-12-01: ray/exceptions.py, and the literal strings of
@@ -119,6 +122,12 @@ USAGE_PATTERNS = tuple(re.compile(p) for p in (
     r"\bomegaconf\.errors\.ValidationError\b",
     r"^usage: ",
 ))
+# The trainer saves because its capacity ends (jobs/contract/capacity_end.py): verl v0.7.1 prints
+# this before the forced save and trains on (verl/trainer/ppo/ray_trainer.py fit, from its
+# TaskRunner actor: Ray forwards it as "(TaskRunner pid=...) Force saving ..."); NeMo RL v0.5.0
+# prints the other after its save, then grpo_train returns (nemo_rl/algorithms/grpo.py).
+FORCED_SAVE_PATTERNS = (re.compile(re.escape(VERL_FORCED_SAVE_TEXT)),)
+CAPACITY_STOP_PATTERNS = (re.compile(re.escape(NEMO_RL_TIMEOUT_TEXT)),)
 # One training step, as the frameworks log it (jobs/cli/training_logs.py has the sources): verl's
 # console logger prints "step:N - ..." per step; NeMo RL's grpo_train prints "===== Step N/M =====".
 STEP_PATTERNS = (re.compile(r"(?:^|[\s)\]])step:(\d+) - "), re.compile(r"=+ Step (\d+)/(\d+) =+"))
@@ -128,7 +137,8 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 # (attribute of TrainerOutput, patterns): the first matching line of each kind is kept.
 _KINDS = (("node_death", NODE_DEATH_PATTERNS), ("oom", OOM_PATTERNS),
           ("collective", COLLECTIVE_PATTERNS), ("worker_death", WORKER_DEATH_PATTERNS),
-          ("creation_task", CREATION_TASK_PATTERNS), ("usage", USAGE_PATTERNS))
+          ("creation_task", CREATION_TASK_PATTERNS), ("usage", USAGE_PATTERNS),
+          ("forced_save", FORCED_SAVE_PATTERNS), ("capacity_stop", CAPACITY_STOP_PATTERNS))
 
 
 @dataclass
@@ -144,6 +154,8 @@ class TrainerOutput:
     worker_death: str | None = None
     creation_task: str | None = None
     usage: str | None = None
+    forced_save: str | None = None       # verl saved before its capacity's end (and trains on)
+    capacity_stop: str | None = None     # NeMo RL saved and stopped before its capacity's end
 
     def feed(self, line: str) -> int | None:
         """Scan one line; the step number when it is a step line."""
@@ -193,6 +205,9 @@ def classify(exit_code: int, output: TrainerOutput, *, attempt_saw_step: bool,
     rules: tuple[tuple[bool, Reason, str], ...] = (
         (terminated, Reason.TERMINATED, "the driver was asked to stop (SIGTERM)"),
         (deadline_hit, Reason.DEADLINE, "the run's time budget is spent"),
+        # NeMo RL returns normally once it saved for its capacity's end: not a finished run.
+        (exit_code == 0 and bool(output.capacity_stop), Reason.CAPACITY_ENDED,
+         f"the trainer saved and stopped before its capacity ends: {output.capacity_stop}"),
         (exit_code == 0, Reason.COMPLETED, "the trainer exited 0"),
         (exit_code == 2 or bool(output.usage), Reason.USAGE_ERROR,
          output.usage or "the trainer exited 2 (usage error)"),
@@ -223,6 +238,7 @@ REASON_EXIT: dict[Reason, ExitCode] = {
     Reason.DEADLINE: ExitCode.DEADLINE,
     Reason.TERMINATED: ExitCode.TERMINATED,
     Reason.NODE_LOST: ExitCode.RESTARTS_EXHAUSTED,
+    Reason.CAPACITY_ENDED: ExitCode.RESTARTS_EXHAUSTED,
 }
 
 

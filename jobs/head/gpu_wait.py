@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jobs.contract.capacity import NODE_NAME_LABEL, NODES_MARKER, count_sources, describe_sources, source_of
+from jobs.contract.capacity_end import node_created_at
 from jobs.contract.exit_codes import ExitCode
 from jobs.contract.records import GPU_GANG_INFEASIBLE_MARKER as INFEASIBLE_MARKER
 
@@ -64,10 +65,13 @@ class GpuNode:
         return self.gpus if self.free is None else self.free
 
     def placement(self) -> dict[str, object]:
-        """What the run records of this node: its names and its capacity source."""
+        """What the run records of this node: its names, its capacity source and when its
+        Kubernetes Node was created (epoch seconds, None if not known): the driver works a
+        flex-start node's end out from it (jobs/contract/capacity_end.py)."""
         return {"node_id": self.node_id, "address": self.address,
                 "node_name": self.labels.get(NODE_NAME_LABEL, ""),
-                "source": source_of(self.labels), "gpus": self.gpus}
+                "source": source_of(self.labels), "gpus": self.gpus,
+                "created_at": node_created_at(self.labels)}
 
 
 @dataclass(frozen=True)

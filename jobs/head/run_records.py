@@ -67,6 +67,11 @@ def read_restarts(run_dir: str | Path) -> list[dict]:
     return _jsonl(Path(run_dir) / RESTARTS_FILE)
 
 
+def read_events(run_dir: str | Path) -> list[dict]:
+    """The objects of events.jsonl (lines that are not JSON objects skipped)."""
+    return _jsonl(Path(run_dir) / EVENTS_FILE)
+
+
 @dataclass
 class PreviousDrivers:
     """What earlier drivers of this attempt left in the run directory: a driver resubmitted

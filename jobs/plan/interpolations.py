@@ -13,9 +13,11 @@ frameworks print and can send to W&B; ``oc.decode`` and ``oc.create`` evaluate a
   and ``mul`` (arithmetic, registered by NeMo RL v0.5.0's entry scripts, e.g.
   examples/run_grpo_math.py: ``OmegaConf.register_new_resolver("mul", lambda a, b: a * b)``);
   plain node interpolations ``${a.b}`` read the config only and are allowed too;
-- the renderer's own overrides (jobs/plan/render.py) additionally use ``oc.env`` for exactly one
-  variable, the TensorBoard folder the run driver sets (never a secret), and ``oc.create`` in
-  the one verl override that builds the TaskRunner's runtime_env from a dict literal;
+- the renderer's own overrides (jobs/plan/render.py) additionally use ``oc.env`` for the variables
+  the run driver sets per trainer start, none a secret: the TensorBoard folder, and the end of
+  capacity that ends on schedule (verl's expiration timestamp, NeMo RL's checkpoint_must_save_by:
+  jobs/contract/capacity_end.py); and ``oc.create`` in the one verl override that builds the
+  TaskRunner's runtime_env from a dict literal;
 - everything else is refused: any other resolver, a resolver name that is itself an
   interpolation (``${${x}:...}``), or an ``oc.env`` of another variable.
 
@@ -31,13 +33,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from jobs.contract.capacity_end import NEMO_RL_SAVE_BY_ENV, VERL_EXPIRATION_ENV
 from jobs.contract.records import TENSORBOARD_ENV
 
 # Resolvers an extra override may call.
 USER_RESOLVERS = frozenset({"oc.select", "mul"})
 # Resolvers only the renderer's own overrides may call (oc.env: for ENV_ALLOWED only).
 RENDERER_RESOLVERS = frozenset({"oc.env", "oc.create"})
-ENV_ALLOWED = frozenset({TENSORBOARD_ENV})
+ENV_ALLOWED = frozenset({TENSORBOARD_ENV, VERL_EXPIRATION_ENV, NEMO_RL_SAVE_BY_ENV})
 _NAME = re.compile(r"[A-Za-z0-9_.\-\[\]]*")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from jobs.contract.layout import DATA_LAYOUT
 from jobs.contract.run_plan import DEFAULT_MAX_RESTARTS, PYTHON, Command, RunPlan
 from jobs.contract.spec import GrpoSpec
-from jobs.plan.render import RenderedJob
+from jobs.plan.render import RenderedJob, capacity_end_overrides
 
 # The data and model staging of the plan's prepare stage, run on the head (jobs/head/staging.py).
 STAGING_MODULE = "jobs.head.staging"
@@ -19,14 +19,20 @@ def build_plan(spec: GrpoSpec, rendered: RenderedJob, *, deadline_seconds: float
                max_restarts: int = DEFAULT_MAX_RESTARTS, run_dir: str | None = None,
                health: dict[str, Any] | None = None,
                prune_checkpoints_keep: int | None = None,
-               after_training: tuple[Command, Command | None] | None = None) -> RunPlan:
+               after_training: tuple[Command, Command | None] | None = None,
+               capacity_end: dict[str, Any] | None = None) -> RunPlan:
     """The plan of one run from its spec and its rendered training command, plus the budgets
     that are not part of the run's identity. ``health`` (the gate's settings) and
     ``prune_checkpoints_keep`` (verl's checkpoint pruning) switch those driver stages on;
     ``after_training`` (export, evaluate: jobs/plan/after_training.py) the stages after a
-    completed trainer."""
+    completed trainer; ``capacity_end`` (jobs/plan/capacity_end.py) tells each trainer start when
+    its capacity ends: ``rendered`` must then come from render(spec, its margin)."""
     if not rendered.argv:
         raise ValueError("the rendered job has no argv")
+    told = capacity_end_overrides(spec, None if capacity_end is None else capacity_end["margin_seconds"])
+    if not set(told) <= set(rendered.overrides):
+        raise ValueError("the plan's capacity_end needs the job rendered with its margin "
+                         "(render(spec, capacity_margin_seconds)): the trainer would not be told")
     revisions = ((("--model-revision", spec.model_revision) if spec.model_revision else ())
                  + (("--dataset-revision", spec.dataset_revision) if spec.dataset_revision else ()))
     prepare = Command(argv=(PYTHON, "-m", STAGING_MODULE, "--framework", spec.framework,
@@ -43,4 +49,5 @@ def build_plan(spec: GrpoSpec, rendered: RenderedJob, *, deadline_seconds: float
         prune_checkpoints_keep=prune_checkpoints_keep if spec.framework == "verl" else None,
         export=after_training[0] if after_training else None,
         evaluate=after_training[1] if after_training else None,
+        capacity_end=capacity_end,
     )

@@ -51,6 +51,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.contract.capacity_end import NEMO_RL_SAVE_BY_ENV, VERL_EXPIRATION_ENV
 from jobs.contract.converters import NEMO_RL_SAVE_CONSOLIDATED_OVERRIDE, VERL_SAVE_CONTENTS_OVERRIDE
 from jobs.contract.datasets import GSM8K_TRAINING_ROWS, dataset_files
 from jobs.contract.layout import DATA_LAYOUT
@@ -93,11 +94,15 @@ class RenderedJob:
     cwd: str | None = None
 
 
-def render(spec: GrpoSpec) -> RenderedJob:
+def render(spec: GrpoSpec, capacity_margin_seconds: float | None = None) -> RenderedJob:
+    """``capacity_margin_seconds``: the stack has capacity that ends on schedule, and the trainer
+    must begin its last save this long before (jobs/plan/capacity_end.py); the overrides then
+    take the end the run driver sets per start (``capacity_end_overrides``). None: no source of
+    the stack ends on schedule."""
     if spec.framework == "verl":
-        return render_verl(spec)
+        return render_verl(spec, capacity_margin_seconds)
     if spec.framework == "nemo-rl":
-        return render_nemo_rl(spec)
+        return render_nemo_rl(spec, capacity_margin_seconds)
     raise ValueError(f"unknown framework {spec.framework!r}")
 
 
@@ -144,7 +149,7 @@ def epochs_for_steps(total_steps: int, prompts_per_step: int, train_rows: int = 
 # ------------------------------------------------------------------------------------------------
 
 
-def verl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
+def verl_overrides(spec: GrpoSpec, capacity_margin_seconds: float | None = None) -> tuple[str, ...]:
     files = dataset_files(spec.dataset_dir, "verl")
     # console stays: it is the live fallback of `status`/`plot` (jobs/cli/training_logs.py).
     loggers = ["console", "tensorboard"] + (["wandb"] if spec.wandb else [])
@@ -200,7 +205,7 @@ def verl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         *length,
         # A step-0 baseline on the validation files before the first update (jobs/cli/metrics.py).
         "trainer.val_before_train=True",
-        verl_tensorboard_override(spec),
+        verl_tensorboard_override(spec, capacity_end=capacity_margin_seconds is not None),
         f"trainer.test_freq={spec.validate_every_steps if spec.validate_every_steps > 0 else -1}",
         f"trainer.save_freq={spec.checkpoint_every_steps}",
         f"trainer.max_actor_ckpt_to_keep={spec.checkpoints_to_keep}",
@@ -211,6 +216,7 @@ def verl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         # head's RAM instead (docs/export-evaluate-serve.md).
         VERL_SAVE_CONTENTS_OVERRIDE,
         "trainer.resume_mode=auto",
+        *capacity_end_overrides(spec, capacity_margin_seconds),
         *spec.extra_overrides,
     )
 
@@ -225,7 +231,7 @@ def tensorboard_env_reference(spec: GrpoSpec) -> str:
     return f"${{oc.env:{TENSORBOARD_ENV},{fallback}}}"
 
 
-def verl_tensorboard_override(spec: GrpoSpec) -> str:
+def verl_tensorboard_override(spec: GrpoSpec, capacity_end: bool = False) -> str:
     """verl 0.7.1 takes the TensorBoard folder from TENSORBOARD_DIR in the environment of its
     TaskRunner actor (verl/utils/tracking.py _TensorboardAdapter; the Tracking object is built in
     RayPPOTrainer.fit, inside the actor). An actor does not see its driver's environment, only
@@ -236,17 +242,38 @@ def verl_tensorboard_override(spec: GrpoSpec) -> str:
     runtime_env is therefore one ``oc.create`` interpolation: ``ray_init_kwargs.get(
     "runtime_env")`` resolves it in the driver process, where the driver's env var is set. The
     variable itself rides along, so the actor's own OmegaConf.resolve(config) (TaskRunner.run)
-    finds it too. Quoted: hydra's override grammar takes nested braces only inside quotes."""
+    finds it too. Quoted: hydra's override grammar takes nested braces only inside quotes.
+
+    ``capacity_end``: the capacity's end the driver sets per start goes along the same way, as
+    verl's should_save_ckpt_esi reads it in the actor (jobs/contract/capacity_end.py); without
+    the driver it is empty, which that function reads as no end."""
     ref = tensorboard_env_reference(spec)
+    expiration = f",{VERL_EXPIRATION_ENV}:${{oc.env:{VERL_EXPIRATION_ENV},\"\"}}" if capacity_end else ""
     return (f"+ray_kwargs.ray_init.runtime_env='${{oc.create:{{env_vars:{{TENSORBOARD_DIR:{ref},"
-            f"{TENSORBOARD_ENV}:{ref}}}}}}}'")
+            f"{TENSORBOARD_ENV}:{ref}{expiration}}}}}}}'")
+
+
+def capacity_end_overrides(spec: GrpoSpec, margin_seconds: float | None) -> tuple[str, ...]:
+    """What makes the trainer save before its capacity ends (jobs/contract/capacity_end.py);
+    nothing when no source of the stack ends on schedule.
+    - verl v0.7.1: ``trainer.esi_redundant_time`` (default 0, verl/trainer/config/
+      ppo_trainer.yaml), the margin added to should_save_ckpt_esi's 60 s and longest step; the
+      end itself rides in the TaskRunner's runtime_env (``verl_tensorboard_override``).
+    - NeMo RL v0.5.0: ``checkpointing.checkpoint_must_save_by`` (default null, grpo_math_1B.yaml)
+      from the driver's per-start duration, resolved in the driver process as the TensorBoard
+      folder is (``nemo_rl_tensorboard_overrides``); null without the driver: no timeout."""
+    if margin_seconds is None:
+        return ()
+    if spec.framework == "verl":
+        return (f"trainer.esi_redundant_time={math.ceil(margin_seconds)}",)
+    return (f"checkpointing.checkpoint_must_save_by=${{oc.env:{NEMO_RL_SAVE_BY_ENV},null}}",)
 
 
 def renderer_own_overrides(spec: GrpoSpec) -> frozenset[str]:
     """The overrides that may use the renderer's own resolvers (jobs/plan/interpolations.py)."""
     if spec.framework == "verl":
-        return frozenset({verl_tensorboard_override(spec)})
-    return frozenset(nemo_rl_tensorboard_overrides(spec))
+        return frozenset({verl_tensorboard_override(spec), verl_tensorboard_override(spec, capacity_end=True)})
+    return frozenset(nemo_rl_tensorboard_overrides(spec)) | frozenset(capacity_end_overrides(spec, 0.0))
 
 
 def unsafe_interpolations(spec: GrpoSpec, overrides: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -268,8 +295,8 @@ def _refuse_unsafe_interpolations(spec: GrpoSpec, overrides: tuple[str, ...]) ->
             f"{key}: {reason}" for key, reason in found))
 
 
-def render_verl(spec: GrpoSpec) -> RenderedJob:
-    overrides = verl_overrides(spec)
+def render_verl(spec: GrpoSpec, capacity_margin_seconds: float | None = None) -> RenderedJob:
+    overrides = verl_overrides(spec, capacity_margin_seconds)
     _refuse_unsafe_interpolations(spec, overrides)
     runtime_env = {
         "pip": {
@@ -290,7 +317,7 @@ def render_verl(spec: GrpoSpec) -> RenderedJob:
 # ------------------------------------------------------------------------------------------------
 
 
-def nemo_rl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
+def nemo_rl_overrides(spec: GrpoSpec, capacity_margin_seconds: float | None = None) -> tuple[str, ...]:
     files = dataset_files(spec.dataset_dir, "nemo-rl")
     if spec.total_steps is not None:
         length = [f"grpo.max_num_steps={spec.total_steps}",
@@ -364,6 +391,7 @@ def nemo_rl_overrides(spec: GrpoSpec) -> tuple[str, ...]:
         f"+data.val_data_path={files['validation']}",
         "+data.input_key=question",
         "+data.output_key=answer",
+        *capacity_end_overrides(spec, capacity_margin_seconds),
         *spec.extra_overrides,
     )
 
@@ -389,8 +417,8 @@ def nemo_rl_entry(spec: GrpoSpec) -> tuple[str, str]:
     return row.nemo_rl_entry, row.nemo_rl_workdir
 
 
-def render_nemo_rl(spec: GrpoSpec) -> RenderedJob:
-    overrides = nemo_rl_overrides(spec)
+def render_nemo_rl(spec: GrpoSpec, capacity_margin_seconds: float | None = None) -> RenderedJob:
+    overrides = nemo_rl_overrides(spec, capacity_margin_seconds)
     _refuse_unsafe_interpolations(spec, overrides)
     entry, workdir = nemo_rl_entry(spec)
     command = ["uv", "run", "python", entry, "--config", NEMO_RL_CONFIG, *overrides]
@@ -415,6 +443,9 @@ def owned_keys(spec: GrpoSpec) -> frozenset[str]:
     rendered = verl_overrides(bare) if spec.framework == "verl" else nemo_rl_overrides(bare)
     keys = {override_key(o)[1] for o in rendered}
     # Both bounds of the run length belong to totalSteps/totalEpochs, whichever is rendered.
+    # The capacity-end settings belong to the stack's capacity sources (jobs/plan/capacity_end.py),
+    # rendered or not.
+    keys |= {override_key(o)[1] for o in capacity_end_overrides(bare, 0.0)}
     if spec.framework == "verl":
         keys |= {"trainer.total_training_steps", "trainer.total_epochs"}
         keys |= {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu",

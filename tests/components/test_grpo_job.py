@@ -337,3 +337,55 @@ def test_a_disabled_job_registers_no_rayjob():
     _, built = _job_from_args(enabled=False)
     assert [r for r in built.registrations if r.type == "kubernetes:ray.io/v1:RayJob"] == []
     assert built.value.update_policy == ""
+
+
+# ---- capacity that ends on schedule -------------------------------------------------------------
+
+def _plan_of(stack: str, changes: dict):
+    from components.config import load_stack_config
+    from components.grpo_job import run_plan
+    from components.run_spec import spec_from_config
+    from tests.conftest import stack_config
+
+    config = load_stack_config(*stack_config(stack, changes))
+    spec = spec_from_config(config)
+    return spec, plan_from_dict(json.loads(run_plan(spec, config)))
+
+
+RES = {"kind": "reservation", "name": "grpo-b200-reservation"}
+
+
+@pytest.mark.parametrize("stack,changes,flex,reservations", [
+    ("prod", {}, None, None),                                        # a reservation without an end
+    ("dev", {}, None, None),                                         # Spot: no scheduled end
+    ("prod", {P + "gpu.reservation.endTime": "2027-01-01T00:00:00Z"}, None,
+     [{"name": "grpo-b200-reservation", "ends_at": 1798761600.0}]),
+    ("prod", {P + "gpu.provisioningModel": "flex-start", P + "gpu.reservation": "DELETE",
+              P + "gpu.maxRunDurationSeconds": 86400}, 86400.0, []),
+    # Autopilot takes no maxRunDurationSeconds: GKE's default, 7 days.
+    ("dev", {P + "gpu.provisioningModel": "flex-start"}, 604800.0, []),
+    ("prod", {P + "gpu.provisioningModel": "DELETE", P + "gpu.reservation": "DELETE", P + "gpu.capacity": [
+        {**RES, "endTime": "2026-12-31T22:00:00Z"}, {"kind": "flexStart", "maxRunDurationSeconds": 7200},
+        {"kind": "spot"}]}, 7200.0, [{"name": "grpo-b200-reservation", "ends_at": 1798754400.0}]),
+], ids=["prod-reservation", "dev-spot", "prod-reservation-end", "prod-flex-start", "dev-flex-start-autopilot",
+        "prod-waterfall"])
+def test_the_plan_says_when_the_capacity_ends_and_the_trainer_takes_it(stack, changes, flex, reservations):
+    from jobs.contract.capacity_end import NEMO_RL_SAVE_BY_ENV, VERL_EXPIRATION_ENV
+    from jobs.plan.capacity_end import capacity_end_margin
+    from tests.conftest import DELETE
+
+    changes = {k: DELETE if v == "DELETE" else v for k, v in changes.items()}
+    spec, plan = _plan_of(stack, changes)
+    argv = " ".join(plan.trainer.argv)
+    if flex is None and reservations is None:
+        assert plan.capacity_end is None
+        assert VERL_EXPIRATION_ENV not in argv and NEMO_RL_SAVE_BY_ENV not in argv
+        return
+    tier = 500 if stack == "prod" else None                  # prod's Lustre tier
+    margin, basis = capacity_end_margin(spec, tier)
+    assert plan.capacity_end == {"margin_seconds": margin, "margin_basis": basis,
+                                 "flex_start_max_run_seconds": flex, "reservation_ends": reservations}
+    if spec.framework == "verl":
+        assert f"trainer.esi_redundant_time={int(margin)}" in plan.trainer.argv and VERL_EXPIRATION_ENV in argv
+    else:
+        assert f"checkpointing.checkpoint_must_save_by=${{oc.env:{NEMO_RL_SAVE_BY_ENV},null}}" in plan.trainer.argv

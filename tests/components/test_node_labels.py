@@ -5,11 +5,13 @@ ray/_private/label_utils.py parse_node_labels_from_yaml_file)."""
 
 from __future__ import annotations
 
+import calendar
 import json
 import ssl
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 
 from components.node_labels import SERVICE_ACCOUNT_DIR, labels_script
 from jobs.contract.capacity import source_of
+from jobs.contract.capacity_end import node_created_at
 
 NODE = "gke-grpo-prod-a4-highgpu-8g-spot-1a2b3c4d-x7yz"
 LABELS = {
@@ -26,6 +29,10 @@ LABELS = {
     "kubernetes.io/hostname": NODE,                  # not passed on
     "cloud.google.com/gke-accelerator": "nvidia-b200",
 }
+# The Node's creation time, as the API server writes it (metav1.Time: RFC 3339, UTC, whole seconds).
+CREATED = "2026-12-01T10:00:00Z"
+CREATED_EPOCH = "1796119200"
+METADATA = {"name": NODE, "labels": LABELS, "creationTimestamp": CREATED}
 
 
 @pytest.fixture
@@ -48,7 +55,7 @@ def api(tmp_path):
                 self.send_response(404)
                 self.end_headers()
                 return
-            body = json.dumps({"metadata": {"name": NODE, "labels": LABELS}}).encode()
+            body = json.dumps({"metadata": METADATA}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -93,8 +100,9 @@ def test_the_node_capacity_labels_become_ray_node_labels(tmp_path, api):
     assert labels == {"cloud.google.com/gke-spot": "true",
                       "cloud.google.com/gke-nodepool": "a4-highgpu-8g-spot",
                       "cloud.google.com/compute-class": "grpo-prod-gpu",
-                      "gke-grpo/node-name": NODE}
+                      "gke-grpo/node-name": NODE, "gke-grpo/node-created": CREATED_EPOCH}
     assert source_of(labels) == "spot"
+    assert node_created_at(labels) == calendar.timegm(time.strptime(CREATED, "%Y-%m-%dT%H:%M:%SZ"))
     assert seen == [(f"/api/v1/nodes/{NODE}", "Bearer unit-token")]
     assert f"node-labels: node {NODE}:" in proc.stdout
 
@@ -110,3 +118,15 @@ def test_a_node_it_cannot_read_never_stops_the_worker(tmp_path, api):
     # No API at all (connection refused): the same.
     proc, out = _run(tmp_path, 9, account)
     assert proc.returncode == 0 and _ray_reads(out) == {"gke-grpo/node-labels": "unreadable"}
+
+
+def test_a_node_without_a_readable_creation_time_keeps_its_other_labels(tmp_path, api, monkeypatch):
+    port, account, _seen = api
+    for value in (None, "yesterday"):
+        monkeypatch.setitem(METADATA, "creationTimestamp", value)
+        proc, out = _run(tmp_path, port, account)
+        assert proc.returncode == 0, proc.stderr
+        labels = _ray_reads(out)
+        assert "gke-grpo/node-created" not in labels and labels["gke-grpo/node-name"] == NODE
+        assert source_of(labels) == "spot" and node_created_at(labels) is None
+        assert "no creation time" in proc.stdout

@@ -10,6 +10,7 @@ raise what the trainer prints.
     python fake_trainer.py MODE CHECKPOINT_DIR [STEP_SECONDS]
 """
 
+import json
 import os
 import signal
 import sys
@@ -34,6 +35,43 @@ OOM = ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running
 HANG = ("[rank3]:[E1201 ProcessGroupNCCL.cpp:629] [Rank 3] Watchdog caught collective operation "
         "timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, Timeout(ms)=600000) ran for 600081 "
         "milliseconds before timing out.\n")
+
+
+# What verl v0.7.1 prints from its TaskRunner before a save because its capacity ends (verl/trainer/
+# ppo/ray_trainer.py fit), and NeMo RL v0.5.0 after such a save, before grpo_train returns
+# (nemo_rl/algorithms/grpo.py); NeMo RL's step line (grpo_train).
+FORCED_SAVE = "(TaskRunner pid={pid}) Force saving checkpoint: ESI instance expiration approaching.\n"
+NEMO_RL_TIMEOUT = "Timeout has been reached, stopping training early\n"
+CAPACITY_ENV = ("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP", "GKE_GRPO_CHECKPOINT_MUST_SAVE_BY")
+
+
+def told() -> None:
+    """What the driver told this start of its capacity's end (the variables each framework reads)."""
+    print("capacity told: " + json.dumps({k: os.environ.get(k) for k in CAPACITY_ENV}, sort_keys=True), flush=True)
+
+
+def verl_capacity_end(root: Path, done: int) -> int:
+    """verl near its capacity's end: saves after a step (forced), trains on, and its node goes;
+    the restarted start finishes."""
+    told()
+    if done:
+        return trains(root, done)
+    if os.environ.get(CAPACITY_ENV[0]):          # verl saves early only when told an end
+        print(FORCED_SAVE.format(pid=os.getpid()), end="", flush=True)
+    return trains(root, 0, then=LOST, code=1)
+
+
+def nemo_rl_capacity_end(root: Path, done: int) -> int:
+    """NeMo RL: two steps; told a checkpoint_must_save_by, one step, its save, the timeout line
+    and exit 0, then the restarted start finishes."""
+    told()
+    for n in range(done + 1, 3):
+        print(f"========================= Step {n}/2 =========================", flush=True)
+        checkpoint(root, n)
+        if not done and os.environ.get(CAPACITY_ENV[1]):   # NeMo RL's timeout only when told one
+            print(NEMO_RL_TIMEOUT, end="", flush=True)
+            break
+    return 0
 
 
 def step(n: int) -> None:
@@ -128,6 +166,8 @@ MODES = {
     "overrun": lambda root, done: steps_forever(root, done, lambda *_: print("SIGTERM ignored", flush=True)),
     "slow-stop": slow_stop,
     "long": long,
+    "verl-capacity-end": verl_capacity_end,
+    "nemo-rl-capacity-end": nemo_rl_capacity_end,
 }
 
 

@@ -15,8 +15,13 @@ from components.config.types import (
     NodePoolName,
     ProjectId,
     ReservationBlock,
+    ReservationEndTime,
     ReservationName,
 )
+
+END_TIME_TEXT = ("when the reservation ends, RFC 3339 UTC (its deleteAtTime, or a calendar-mode "
+                 "reservation's end): each trainer start is told, so it saves a checkpoint before "
+                 "([docs/gpu-capacity.md](docs/gpu-capacity.md#capacity-that-ends-on-schedule))")
 
 
 class Reservation(_Area):
@@ -28,6 +33,9 @@ class Reservation(_Area):
         description="owner of a shared reservation (Standard only)",
         json_schema_extra={"defaultText": "this project"},
     )
+    end_time: ReservationEndTime | None = Field(
+        None, description=END_TIME_TEXT, json_schema_extra={"defaultText": "no scheduled end"})
+
 
 class CapacitySource(_Area):
     """One source of GPU nodes in ``gpu.capacity``, tried in list order."""
@@ -43,11 +51,15 @@ class CapacitySource(_Area):
     project: ProjectId | None = Field(
         None, description="reservation only: owner of a shared reservation (Standard only)",
         json_schema_extra={"defaultText": "this project"})
+    end_time: ReservationEndTime | None = Field(
+        None, description="reservation only: " + END_TIME_TEXT,
+        json_schema_extra={"defaultText": "no scheduled end"})
     # Bounds checked by the rules (components/config/gpu_rules.py), not the type: a refused type
     # would drop the whole list and hide the other sources' problems.
     max_run_duration_seconds: int | None = Field(
         None, description="flexStart only: the longest a node lives, 600 to 604800 (7 days; "
-        "Standard only)", json_schema_extra={"defaultText": "GKE's default, 7 days",
+        "Standard only), and longer than one checkpoint interval (`job.checkpointEverySteps` x "
+        "the planner's step time); each trainer start is told its node's end", json_schema_extra={"defaultText": "GKE's default, 7 days",
                                              "minimum": 600, "maximum": 604800})
     max_nodes: MaxGpuNodes | None = Field(
         None, description="Standard only: the most nodes this source's node pool may have (a "
@@ -72,7 +84,7 @@ class GpuConfig(_Area):
         "give `capacity` instead)", json_schema_extra={"defaultText": "required without `capacity`"})
     capacity: tuple[CapacitySource, ...] | None = Field(
         None, description="capacity sources in order of preference (a GKE ComputeClass tries "
-        "them in this order): each `{kind: reservation, name, block?, project?}`, "
+        "them in this order): each `{kind: reservation, name, block?, project?, endTime?}`, "
         "`{kind: flexStart, maxRunDurationSeconds?}` or `{kind: spot}`, plus `maxNodes?`, `nodePool?`; "
         "instead of `provisioningModel` (docs/gpu-capacity.md)",
         json_schema_extra={"defaultText": "the one source of `provisioningModel`"})
@@ -101,7 +113,9 @@ class GpuConfig(_Area):
     )
     max_run_duration_seconds: FlexStartRunSeconds | None = Field(
         None,
-        description="flex-start only; at most 604800 (7 days)",
+        description="flex-start only; at most 604800 (7 days), and longer than one checkpoint "
+        "interval (`job.checkpointEverySteps` x the planner's step time); each trainer start is "
+        "told its node's end",
     )
     auto_repair: bool | None = Field(
         None,

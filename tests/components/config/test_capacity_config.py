@@ -51,6 +51,13 @@ INVALID = [
      {P + "cluster.name"}),
     ("two-sources-one-pool-name", "prod", prod_with([{**RES, "nodePool": "gpus"}, {**SPOT, "nodePool": "gpus"}]),
      {P + "gpu.capacity[1].nodePool"}),
+    ("end-time-on-spot", "prod", prod_with([RES, {"kind": "spot", "endTime": "2027-01-01T00:00:00Z"}]),
+     {P + "gpu.capacity[1].endTime"}),
+    ("end-time-not-a-time", "prod", prod_with([{**RES, "endTime": "next friday"}]), {P + "gpu.capacity[0].endTime"}),
+    # 20 checkpoints apart at the planner's 60 s a step: a node that lives 1,200 s never checkpoints.
+    ("flex-start-ends-before-a-checkpoint", "prod",
+     prod_with([RES, {"kind": "flexStart", "maxRunDurationSeconds": 1200}], **{P + "job.checkpointEverySteps": 20}),
+     {P + "gpu.capacity[1].maxRunDurationSeconds"}),
     ("several-at-once", "prod", prod_with([{"kind": "reservation"}, {"kind": "flexStart", "maxRunDurationSeconds": 900000},
                                    {"kind": "onDemand"}, SPOT, SPOT]),
      {P + "gpu.capacity[0].name", P + "gpu.capacity[1].maxRunDurationSeconds", P + "gpu.capacity[2].kind",
@@ -77,6 +84,28 @@ def test_refusals_say_why():
     assert "together they hold at most 3" in messages["sources-cannot-reach-the-nodes"]
     autopilot = preview_with("dev", {P + "gpu.provisioningModel": DELETE, P + "gpu.capacity": [SPOT, FLEX]}).error
     assert "managed DRANET" in autopilot and "Standard cluster" in autopilot
+
+
+def test_capacity_that_ends_before_a_checkpoint_says_which_interval():
+    case = next(c for c in INVALID if c[0] == "flex-start-ends-before-a-checkpoint")
+    message = preview_with(case[1], case[2]).error
+    assert ("gke-grpo:gpu.capacity[1].maxRunDurationSeconds: given 1200; longer than one checkpoint "
+            "interval: job.checkpointEverySteps (20) x 60 s a step") in message
+    assert "data/interruption-priors.yaml) = 1200 s" in message
+    # One second longer than the interval is fine.
+    ok = prod_with([RES, {"kind": "flexStart", "maxRunDurationSeconds": 1201}], **{P + "job.checkpointEverySteps": 20})
+    assert load_stack_config(*stack_config("prod", ok)).capacity.sources[1].max_run_duration_seconds == 1201
+
+
+def test_a_reservations_end_time_is_kept_with_its_source():
+    config = load_stack_config(*stack_config("prod", prod_with([{**RES, "endTime": "2027-01-01T00:00:00Z"}, SPOT])))
+    reserved, spot = config.capacity.sources
+    assert reserved.reservation is not None and reserved.reservation.end_time == "2027-01-01T00:00:00Z"
+    assert spot.reservation is None
+    legacy = load_stack_config(*stack_config("prod", {P + "gpu.reservation.endTime": "2027-01-01T00:00:00Z"}))
+    assert legacy.capacity.sources[0].reservation.end_time == "2027-01-01T00:00:00Z"
+    # It names no pool: adding an end time replaces nothing.
+    assert reserved.pool_name == load_stack_config(*stack_config("prod", prod_with([RES, SPOT]))).capacity.sources[0].pool_name
 
 
 def test_the_default_is_the_one_source_of_provisioning_model():

@@ -33,6 +33,11 @@ INVALID = [
     # Flex-start with a minimum would hold (and bill) a granted node for up to 7 days.
     ("flex-start-min-nodes", "prod", {P + "gpu.provisioningModel": "flex-start",
      P + "gpu.reservation": DELETE, P + "gpu.minNodes": 1}, {P + "gpu.minNodes"}),
+    ("flex-start-ends-before-a-checkpoint", "prod", {P + "gpu.provisioningModel": "flex-start",
+     P + "gpu.reservation": DELETE, P + "gpu.maxRunDurationSeconds": 3600, P + "job.checkpointEverySteps": 60},
+     {P + "gpu.maxRunDurationSeconds"}),
+    ("reservation-end-time-not-a-time", "prod", {P + "gpu.reservation.endTime": "2027-13-01T00:00:00Z"},
+     {P + "gpu.reservation.endTime"}),
     ("authorized-networks-without-any", "dev", {P + "cluster.controlPlaneAccess": "authorizedNetworks"},
      {P + "cluster.masterAuthorizedNetworks"}),
     ("authorized-network-is-the-internet", "dev", {P + "cluster.controlPlaneAccess": "authorizedNetworks",

@@ -80,3 +80,28 @@ def test_health_fractions_that_switch_a_rule_off_are_accepted():
     assert health_plan_problems({"intra_node_outlier_fraction": 0.0, "storage": storage}) == []
     assert health_plan_problems({"published_fraction": 0}) == [
         "published_fraction must be a number in (0, 1], got 0"]
+
+
+CAPACITY_END = {"margin_seconds": 35.0, "margin_basis": "the planner's checkpoint time",
+                "flex_start_max_run_seconds": 86400.0,
+                "reservation_ends": [{"name": "r1", "ends_at": 1_800_000_000.0}]}
+
+
+def test_a_capacity_end_round_trips_and_its_bad_values_are_named(monkeypatch):
+    monkeypatch.delenv("GKE_GRPO_DATA_ROOT", raising=False)
+    data = {**_golden_plan("dev"), "capacity_end": CAPACITY_END}
+    assert plan_problems(data) == []
+    assert plan_from_dict(data).capacity_end == CAPACITY_END
+    bad = [
+        ({**CAPACITY_END, "margin_seconds": -1}, "capacity_end.margin_seconds must be a finite number from 0"),
+        ({**CAPACITY_END, "flex_start_max_run_seconds": float("inf")}, "capacity_end.flex_start_max_run_seconds"),
+        ({**CAPACITY_END, "reservation_ends": [{"name": "r1", "ends_at": 1e300}]},
+         "capacity_end.reservation_ends[0].ends_at must be a finite number above 0 up to 4,102,444,800"),
+        ({**CAPACITY_END, "reservation_ends": [{"name": "r1"}]}, "missing keys: capacity_end.reservation_ends[0].ends_at"),
+        ({k: v for k, v in CAPACITY_END.items() if k != "margin_basis"}, "missing keys: capacity_end.margin_basis"),
+        ({**CAPACITY_END, "surprise": 1}, "unknown keys: capacity_end.surprise"),
+        ("soon", "capacity_end must be an object"),
+    ]
+    for value, message in bad:
+        problems = plan_problems({**data, "capacity_end": value})
+        assert len(problems) == 1 and message in problems[0], (value, problems)

@@ -132,3 +132,32 @@ def test_the_node_query_reads_ray_nodes_death_fields():
     found = dead_nodes(nodes, {"old": 100.0, "new": 200.0, "idle": 200.0}, since=150.0)
     assert [(n["node_id"], n["reason"], n["died_at"]) for n in found] == [
         ("new", "AUTOSCALER_DRAIN_PREEMPTED", 200.0), ("unknown-time", "EXPECTED_TERMINATION", None)]
+
+
+# The saves before a capacity's end (jobs/contract/capacity_end.py). verl v0.7.1 prints this from its
+# TaskRunner actor (verl/trainer/ppo/ray_trainer.py fit), forwarded by Ray with the actor's prefix;
+# NeMo RL v0.5.0 prints the other in its driver process after its save, then grpo_train returns
+# (nemo_rl/algorithms/grpo.py), and run_grpo_math.py exits 0.
+VERL_FORCED_SAVE = "\x1b[36m(TaskRunner pid=9)\x1b[0m Force saving checkpoint: ESI instance expiration approaching."
+NEMO_RL_STEP = "========================= Step 41/500 ========================="
+NEMO_RL_TIMEOUT = "Timeout has been reached, stopping training early"
+
+
+def test_nemo_rls_stop_for_its_capacity_is_not_a_finished_run():
+    seen = output(NEMO_RL_STEP, NEMO_RL_TIMEOUT)
+    assert seen.capacity_stop == NEMO_RL_TIMEOUT and seen.last_step == 41
+    reason, evidence = classify(0, seen, attempt_saw_step=True)
+    assert reason == Reason.CAPACITY_ENDED and NEMO_RL_TIMEOUT in evidence
+    # Without the line, an exit 0 is a finished run; with a failing exit, not a capacity stop.
+    assert classify(0, output(NEMO_RL_STEP), attempt_saw_step=True)[0] == Reason.COMPLETED
+    assert classify(1, seen, attempt_saw_step=True)[0] == Reason.TRAINER_FAILED
+    # A stop requested meanwhile is still a stop.
+    assert classify(0, seen, attempt_saw_step=True, terminated=True)[0] == Reason.TERMINATED
+
+
+def test_verls_forced_save_is_seen_and_changes_no_verdict():
+    seen = output(STEP, VERL_FORCED_SAVE)
+    assert seen.forced_save == "(TaskRunner pid=9) Force saving checkpoint: ESI instance expiration approaching."
+    assert classify(0, seen, attempt_saw_step=True)[0] == Reason.COMPLETED
+    # verl trains on after its save; the node's end then shows as a lost node, and is restarted.
+    assert classify(1, output(STEP, VERL_FORCED_SAVE, *NODE_GONE), attempt_saw_step=True)[0] == Reason.NODE_LOST

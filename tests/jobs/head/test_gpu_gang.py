@@ -158,6 +158,16 @@ def test_the_placement_names_the_nodes_and_their_sources(tmp_path):
     assert "[wait_for_gpus] NODES " in out.getvalue()
 
 
+def test_the_placement_carries_each_nodes_creation_time():
+    """The driver works a flex-start node's end out from it (jobs/contract/capacity_end.py)."""
+    labels = {"cloud.google.com/gke-flex-start": "true", "gke-grpo/node-name": "node-f",
+              "gke-grpo/node-created": "1800000000"}
+    placed = wfg.GpuNode("10.0.0.9", 8, True, node_id="n9", labels=labels).placement()
+    assert (placed["source"], placed["created_at"]) == ("flexStart", 1_800_000_000.0)
+    unlabelled = wfg.GpuNode("10.0.0.8", 8, True, node_id="n8", labels={"gke-grpo/node-labels": "unreadable"})
+    assert unlabelled.placement()["created_at"] is None
+
+
 # ---- the holder's process ---------------------------------------------------------------------
 
 def _fake_holder(tmp_path: Path) -> Path:
