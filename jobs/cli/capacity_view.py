@@ -31,16 +31,16 @@ def _short(value: Any, limit: int = 80) -> str | None:
     return value[:limit] if isinstance(value, str) and value.isprintable() else None
 
 
-def _events(timeline, name: str, attempt: int, start: int) -> list:
+def _start_events(timeline, name: str, attempt: int, start: int) -> list:
     return [e for e in timeline.events if e.event == name and e.key == (attempt, start)]
 
 
 def start_capacity_text(timeline, attempt: int, start: int) -> str:
     """One start's capacity end, what the trainer was told and its saves; "-" when the run's
     capacity has no scheduled end."""
-    began = _events(timeline, "trainer_start", attempt, start)
+    began = _start_events(timeline, "trainer_start", attempt, start)
     told = began[-1].extra.get("capacity_end") if began else None
-    saves = _events(timeline, CAPACITY_SAVE_EVENT, attempt, start)
+    saves = _start_events(timeline, CAPACITY_SAVE_EVENT, attempt, start)
     if not isinstance(told, dict) and not saves:
         return "-"
     told = told if isinstance(told, dict) else {}
@@ -59,7 +59,7 @@ def start_capacity_text(timeline, attempt: int, start: int) -> str:
                      + (f" (after step {last})" if last is not None else "")
                      + (", then stopped" if stopped else ""))
     elif ends_at is not None and told.get("told") is not False:
-        exits = _events(timeline, "trainer_exit", attempt, start)
+        exits = _start_events(timeline, "trainer_exit", attempt, start)
         if exits and exits[-1].time >= ends_at - 1:
             parts.append("no save before it seen")
     return "; ".join(parts) or "-"
