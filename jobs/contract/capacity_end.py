@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.contract.capacity import FLEX_START, NODE_CREATED_LABEL, RESERVATION_PREFIX, UNKNOWN
+from jobs.contract.records import EARLIEST_TIME, LATEST_TIME
 
 # verl v0.7.1 verl/utils/checkpoint/checkpoint_manager.py should_save_ckpt_esi ("vemlp").
 VERL_EXPIRATION_ENV = "MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"
@@ -86,9 +87,18 @@ def node_created_at(labels: Mapping[str, str]) -> float | None:
     """The epoch second a GPU node's Kubernetes Node was created (its ``gke-grpo/node-created``
     Ray label), None when the label is missing or not a plausible time."""
     value = labels.get(NODE_CREATED_LABEL, "")
-    if not (isinstance(value, str) and value.isdigit() and len(value) <= 12):
+    # isascii: str.isdigit() is also true of '²', which float() refuses.
+    if not (isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 12):
         return None
-    return float(value)
+    return plausible_time(float(value))
+
+
+def plausible_time(value: Any) -> float | None:
+    """An epoch second from a record (a placement file on the shared volume may be damaged:
+    NaN, infinity, 1e300), None when it is not a number between 1970 and 2100."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if EARLIEST_TIME < value <= LATEST_TIME else None
 
 
 @dataclass(frozen=True)
@@ -119,8 +129,8 @@ def node_end(node: Mapping[str, Any], ends: Mapping[str, Any]) -> NodeEnd | None
         return NodeEnd(name, source, at, f"reservation {reservation} ends (its configured endTime)")
     if source == FLEX_START:
         run = ends.get("flex_start_max_run_seconds")
-        created = node.get("created_at")
-        if run is None or not isinstance(created, (int, float)) or isinstance(created, bool):
+        created = plausible_time(node.get("created_at"))
+        if run is None or created is None:
             return None
         at = float(created) + float(run) - FLEX_START_BOOT_ALLOWANCE_SECONDS
         return NodeEnd(name, source, at, f"flex-start node created at {created:.0f} + "
@@ -141,16 +151,17 @@ class GangEnd:
 
 def gang_end(nodes: Iterable[Mapping[str, Any]], ends: Mapping[str, Any]) -> GangEnd:
     """The gang's end: its first node's. A flex-start node without a creation time (labels
-    unreadable) or of an unknown source, while the plan has a flex-start source, is listed as
-    unknown: its end may come first, unseen."""
+    unreadable) or a node of an unknown source, while the plan has a source with a scheduled end,
+    is listed as unknown: its end may come first, unseen."""
     found: list[NodeEnd] = []
     unknown: list[str] = []
     flex = ends.get("flex_start_max_run_seconds") is not None
     for node in nodes:
         end = node_end(node, ends)
+        source = str(node.get("source") or UNKNOWN)
         if end is not None:
             found.append(end)
-        elif flex and str(node.get("source") or UNKNOWN) in (FLEX_START, UNKNOWN):
+        elif (flex and source == FLEX_START) or source == UNKNOWN:
             unknown.append(str(node.get("node_name") or node.get("address") or "?"))
     first = min(found, key=lambda e: e.ends_at) if found else None
     return GangEnd(first, tuple(unknown))

@@ -134,6 +134,10 @@ class RunPlan:
     #   {"margin_seconds": 35.0, "margin_basis": "...", "flex_start_max_run_seconds": 86400 | null,
     #    "reservation_ends": [{"name": "r1", "ends_at": <epoch seconds>}, ...]}
     capacity_end: dict[str, Any] | None = None
+    # The trainer's step bound (job.totalSteps), None when the run is bounded by epochs: NeMo RL
+    # checks its save-by time before its step bound, so a stop for the capacity's end on the last
+    # step is the run's end (jobs/head/driver.py).
+    total_steps: int | None = None
     version: int = PLAN_VERSION
 
     def to_json(self) -> str:
@@ -200,6 +204,7 @@ PLAN_FIELDS: dict[str, Check] = {
     "early_node_loss_retries": integer(0, MAX_COUNT),
     "node_settle_seconds": number(low=0, high=3600),
     "capacity_end": optional(_CAPACITY_END),
+    "total_steps": optional(integer(1, MAX_COUNT)),
 }
 REQUIRED_FIELDS = tuple(f.name for f in dataclasses.fields(RunPlan)
                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.contract.capacity import FLEX_START
 from jobs.contract.capacity_end import (
     CAPACITY_SAVE_EVENT,
+    FLEX_START_BOOT_ALLOWANCE_SECONDS,
     LONGEST_SETUP_SECONDS,
     NEMO_RL_SAVE_BY_ENV,
     SETUP_ALLOWANCE_SECONDS,
@@ -34,19 +36,24 @@ from jobs.head.run_records import Records, read_events
 @dataclass(frozen=True)
 class Told:
     """What one trainer start was told: ``env`` for its environment, ``record`` for its
-    trainer_start event ({} when the plan has no capacity end), ``line`` for the driver's log."""
+    trainer_start event ({} when the plan has no capacity end), ``line`` for the driver's log.
+    ``ends_at`` is the estimated end the trainer was told of; ``latest_end`` the latest the
+    capacity can really end (a flex-start estimate is early by up to the boot allowance)."""
     ends_at: float | None = None
+    latest_end: float | None = None
     env: dict[str, str] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
     line: str | None = None
 
 
 def setup_seconds_seen(run_dir: str | Path) -> float | None:
-    """The longest time from a trainer start to its first step among the run's earlier starts
-    (events.jsonl, every attempt): an upper bound of NeMo RL's setup before grpo_train (the first
-    step line comes after it, the initial validation and one step)."""
+    """The time from a trainer start to its first step line at the run's latest start that
+    reached one (events.jsonl, every attempt): NeMo RL's setup before grpo_train, plus its initial
+    validation, which grpo_train's timeout checker also counts (so the allowance errs early, at
+    the cost of idle time, never late). The latest, not the longest: one slow start (a long image
+    pull, a hang that recovered) would otherwise make every later start stop hours early."""
     starts: dict[tuple, float] = {}
-    seen: list[float] = []
+    seen: list[tuple[float, float]] = []       # (start time, setup seconds)
     for row in read_events(run_dir):
         key = (row.get("attempt"), row.get("start"))
         at = row.get("time")
@@ -55,9 +62,9 @@ def setup_seconds_seen(run_dir: str | Path) -> float | None:
         if row.get("event") == "trainer_start":
             starts[key] = float(at)
         elif row.get("event") == "first_step" and key in starts:
-            seen.append(float(at) - starts[key])
-    seen = [s for s in seen if 0 <= s <= LONGEST_SETUP_SECONDS]
-    return max(seen) if seen else None
+            seen.append((starts[key], float(at) - starts[key]))
+    usable = [(began, setup) for began, setup in seen if 0 <= setup <= LONGEST_SETUP_SECONDS]
+    return max(usable)[1] if usable else None
 
 
 def tell(plan: RunPlan, placement: Mapping[str, Any], run_dir: str | Path, now: float) -> Told:
@@ -103,20 +110,22 @@ def tell(plan: RunPlan, placement: Mapping[str, Any], run_dir: str | Path, now: 
         record["told"] = {"checkpointing.checkpoint_must_save_by": save_by}
         record["setup_allowance_seconds"] = round(setup, 3)
         record["setup_basis"] = ("an assumption (no earlier start of this run reached a step)"
-                                 if seen is None else "the longest trainer start to first step of this run")
+                                 if seen is None else "the latest start of this run: trainer start to first step")
         what = (f"NeMo RL saves and stops {save_by} (DD:HH:MM:SS) after its setup, allowing "
                 f"{setup:.0f} s for the setup and {margin:.0f} s (the margin) for the save")
-    return Told(ends_at=first.ends_at, env=env, record={"capacity_end": record},
+    latest = first.ends_at + (FLEX_START_BOOT_ALLOWANCE_SECONDS if first.source == FLEX_START else 0.0)
+    return Told(ends_at=first.ends_at, latest_end=latest, env=env, record={"capacity_end": record},
                 line=f"capacity of node {first.node} ({first.source}) ends in {left:.0f} s: {what}")
 
 
 def restart_delay(told: Told, now: float, settle_seconds: float) -> float:
     """How long to wait after NeMo RL stopped for its capacity's end before the next GPU wait:
-    until the end has passed and Ray has marked the node dead (so the wait finds new nodes, not
-    the leaving ones)."""
-    if told.ends_at is None:
+    until the latest moment the capacity can end has passed and Ray has marked the node dead, so
+    that the wait finds new nodes, not the leaving ones (the gang request still holds those, and a
+    flex-start estimate is early by design)."""
+    if told.latest_end is None:
         return settle_seconds
-    return max(0.0, told.ends_at - now) + settle_seconds
+    return max(0.0, told.latest_end - now) + settle_seconds
 
 
 class SaveWatch:

@@ -49,5 +49,5 @@ def build_plan(spec: GrpoSpec, rendered: RenderedJob, *, deadline_seconds: float
         prune_checkpoints_keep=prune_checkpoints_keep if spec.framework == "verl" else None,
         export=after_training[0] if after_training else None,
         evaluate=after_training[1] if after_training else None,
-        capacity_end=capacity_end,
+        capacity_end=capacity_end, total_steps=spec.total_steps,
     )

@@ -32,7 +32,7 @@ def timer_module():
 
 def test_the_creation_label_is_epoch_seconds_or_nothing():
     assert ce.node_created_at({NODE_CREATED_LABEL: "1800000000"}) == CREATED
-    for bad in ("", "2026-12-01T10:00:00Z", "-5", "1e9", "9" * 13):
+    for bad in ("", "2026-12-01T10:00:00Z", "-5", "1e9", "9" * 13, "²", "१८००००००००", "5" * 12):
         assert ce.node_created_at({NODE_CREATED_LABEL: bad}) is None, bad
     assert ce.node_created_at({}) is None
 
@@ -67,8 +67,11 @@ def test_the_gang_ends_with_its_first_node_and_names_what_it_cannot_know():
     assert gang.first.node == "d" and gang.ends_at == CREATED - 4000 + 86400 - 300
     none = ce.gang_end([node("c", "spot")], ENDS)
     assert none.first is None and none.ends_at is None and none.unknown == ()
-    # Without a flex-start source an unlabelled node cannot be one: nothing unknown.
-    assert ce.gang_end([node("e", "unknown", None)], {**ENDS, "flex_start_max_run_seconds": None}).unknown == ()
+    # Without a flex-start source, a node whose source is unknown may still be a reserved node
+    # that ends first: it is named. A flex-start node without a creation time is not one here.
+    reservation_only = {**ENDS, "flex_start_max_run_seconds": None}
+    assert ce.gang_end([node("e", "unknown", None)], reservation_only).unknown == ("e",)
+    assert ce.gang_end([node("c", "spot")], reservation_only).unknown == ()
 
 
 @pytest.mark.parametrize("seconds,text", [

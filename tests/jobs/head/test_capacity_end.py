@@ -91,19 +91,20 @@ def test_nemo_rl_is_told_a_duration_that_leaves_out_the_margin_and_the_setup(tmp
     left = 86000 - MARGIN - SETUP_ALLOWANCE_SECONDS
     assert told.env == {NEMO_RL_SAVE_BY_ENV: "00:23:22:40"} and left == 23 * 3600 + 22 * 60 + 40
     assert told.record["capacity_end"]["setup_allowance_seconds"] == SETUP_ALLOWANCE_SECONDS
-    # Once a start of the run reached its first step, the longest such setup is used instead.
+    # Once a start of the run reached its first step, the latest such setup is used instead: one
+    # slow start (here 9,000 s) must not make every later start stop hours early.
     records = Records(Path(plan.run_dir), 1)
-    records.event("trainer_start", 0, at=now - 5000)
-    records.event("first_step", 0, at=now - 5000 + 420)
-    records.event("trainer_start", 1, at=now - 1000)
-    records.event("first_step", 1, at=now - 1000 + 300)
+    records.event("trainer_start", 0, at=now - 20000)
+    records.event("first_step", 0, at=now - 20000 + 9000)
+    records.event("trainer_start", 1, at=now - 5000)
+    records.event("first_step", 1, at=now - 5000 + 420)
     assert head.setup_seconds_seen(plan.run_dir) == 420
     records.event("trainer_start", 2, at=now - 900_000)       # a damaged record: no setup
     records.event("first_step", 2, at=now)
     assert head.setup_seconds_seen(plan.run_dir) == 420
     told = head.tell(plan, placement(flex_node("a", 86000, now)), plan.run_dir, now)
     assert told.env == {NEMO_RL_SAVE_BY_ENV: "00:23:45:40"}                  # 86000 - 40 - 420 s
-    assert "longest trainer start to first step" in told.record["capacity_end"]["setup_basis"]
+    assert "the latest start of this run" in told.record["capacity_end"]["setup_basis"]
 
 
 def test_a_reservation_ends_when_the_stack_says(tmp_path):
@@ -128,16 +129,35 @@ def test_nothing_is_told_without_a_known_end(tmp_path):
     assert "without a creation time" in told.line
     told = head.tell(plan, {}, tmp_path, now)                   # no placement recorded
     assert told.env == {} and "recorded no nodes" in told.line
+    # A damaged placement record (NaN, infinity, an absurd time): that node's end is unknown, and
+    # the start goes on.
+    for damaged in (float("nan"), float("inf"), 1e300, -1.0):
+        bad = {**flex_node("a", 3600, now), "created_at": damaged}
+        told = head.tell(plan, placement(bad), tmp_path, now)
+        assert told.env == {} and told.record["capacity_end"]["unknown_nodes"] == ["a"], damaged
     # An end that has passed while the node is still up: the estimate was early; nothing is told.
     told = head.tell(plan, placement(flex_node("a", -5, now)), tmp_path, now)
     assert told.env == {} and told.ends_at is None and "estimate is early" in told.record["capacity_end"]["why"]
 
 
-def test_after_a_stop_for_the_capacity_the_driver_waits_for_the_end_and_the_nodes_to_go():
-    told = head.Told(ends_at=1000.0)
+def test_after_a_stop_for_the_capacity_the_driver_waits_for_the_end_and_the_nodes_to_go(tmp_path):
+    told = head.Told(ends_at=1000.0, latest_end=1000.0)
     assert head.restart_delay(told, 990.0, 30.0) == 40.0
     assert head.restart_delay(told, 1010.0, 30.0) == 30.0
     assert head.restart_delay(head.Told(), 990.0, 30.0) == 30.0
+    # A flex-start end is estimated early by up to the boot allowance: the driver waits for the
+    # latest the node can really end, or the next GPU wait takes the leaving node again (the gang
+    # request still holds it).
+    now = 1_800_000_000.0
+    plan = make_plan(tmp_path, "ok", framework="nemo-rl", capacity_end=ends())
+    Path(plan.run_dir).mkdir(parents=True)
+    told = head.tell(plan, placement(flex_node("a", 4000, now)), plan.run_dir, now)
+    assert told.ends_at == pytest.approx(now + 4000)
+    assert head.restart_delay(told, now + 4000, 30.0) == pytest.approx(FLEX_START_BOOT_ALLOWANCE_SECONDS + 30)
+    reserved = make_plan(tmp_path, "ok", framework="nemo-rl",
+                         capacity_end=ends(flex=None, reservations=[{"name": "r1", "ends_at": now + 4000}]))
+    told = head.tell(reserved, placement({"node_name": "r", "source": "reservation:r1"}), plan.run_dir, now)
+    assert head.restart_delay(told, now + 4000, 30.0) == 30.0          # a reservation's end is exact
 
 
 def test_each_save_for_the_capacity_is_an_event(tmp_path):
@@ -179,8 +199,10 @@ def test_verl_gets_the_end_saves_and_is_restarted_when_its_node_goes(tmp_path):
 
 def test_nemo_rls_stop_for_its_capacity_is_restarted_after_the_end_not_taken_for_the_end_of_the_run(tmp_path):
     now = time.time()
-    hooks = PlacedHooks([placement(flex_node("old", 2.0, now)), placement(flex_node("new", 80000, now))])
-    plan = make_plan(tmp_path, "nemo-rl-capacity-end", framework="nemo-rl", capacity_end=ends())
+    old = {"node_name": "old", "source": "reservation:r1", "created_at": None}
+    hooks = PlacedHooks([placement(old), placement(flex_node("new", 80000, now))])
+    plan = make_plan(tmp_path, "nemo-rl-capacity-end", framework="nemo-rl",
+                     capacity_end=ends(reservations=[{"name": "r1", "ends_at": now + 2.0}]))
     code, out, events, _ = drive(plan, hooks)
     assert code == ExitCode.OK, out
     first, second = _told(out)
@@ -201,6 +223,20 @@ def test_nemo_rls_stop_for_its_capacity_is_restarted_after_the_end_not_taken_for
     assert "as its capacity ends" in out
     [end] = _events(events, "driver_end")
     assert end["exit_code"] == 0
+
+
+def test_nemo_rls_stop_on_the_last_step_is_the_end_of_the_run(tmp_path):
+    """NeMo RL checks its save-by time before its step bound (nemo_rl/algorithms/grpo.py at
+    v0.5.0, grpo_train): told to stop on what is also its last step, it prints the timeout line,
+    not the step bound's, and exits 0 with the final checkpoint written."""
+    now = time.time()
+    hooks = PlacedHooks([placement(flex_node("a", 2.0, now))])
+    plan = make_plan(tmp_path, "nemo-rl-capacity-end", framework="nemo-rl", capacity_end=ends(), total_steps=1)
+    code, out, events, _ = drive(plan, hooks)
+    assert code == ExitCode.OK, out
+    [exit_] = _events(events, "trainer_exit")
+    assert exit_["reason"] == "completed" and "its checkpoint is the last step (1)" in exit_["evidence"]
+    assert hooks.waits == 1 and not (Path(plan.run_dir) / "restarts.jsonl").exists()
 
 
 @pytest.mark.parametrize("mode,framework", [("verl-capacity-end", "verl"), ("nemo-rl-capacity-end", "nemo-rl")])
