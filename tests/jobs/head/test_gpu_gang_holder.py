@@ -97,7 +97,9 @@ def test_a_dead_holder_is_noticed_and_the_request_made_again(tmp_path, shim_env,
     first = holder.proc
     killed = time.monotonic()
     os.kill(first.pid, signal.SIGKILL)
-    _wait(lambda: _requests(tmp_path) == [HELD, HELD], timeout=30)
+    # The new holder records its request before it confirms it, and the watcher records the
+    # remade request after the confirmation: both are waited for (seen apart under load).
+    _wait(lambda: _requests(tmp_path) == [HELD, HELD] and len(seen) == 2, timeout=30)
     assert time.monotonic() - killed < 15           # noticed within seconds, not at the run's end
     assert [name for name, _ in seen] == ["gpu_request_lost", "gpu_request_remade"]
     assert seen[0][1] == {"holder_exit_code": -signal.SIGKILL}
