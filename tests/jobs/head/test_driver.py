@@ -44,12 +44,13 @@ def make_plan(tmp_path: Path, mode: str, **changes) -> RunPlan:
 
 class FakeHooks:
     """The driver's hooks without Ray: GPU wait codes, gate codes, and the dead nodes the cluster
-    would report after each failed start (a list per query; none by default)."""
+    would report after each failed start (a list per query, or a function of the query's `since`
+    that returns one; none by default)."""
 
     def __init__(self, gpu_codes=(), dead=(), gate_codes=()):
         self.gpu_codes = list(gpu_codes)
         self.gate_codes = list(gate_codes)
-        self.dead = [list(d) for d in dead]
+        self.dead = [d if callable(d) else list(d) for d in dead]
         self.waits = 0
         self.gates = []
         self.pruned = []
@@ -74,11 +75,13 @@ class FakeHooks:
 
     def dead_nodes(self, since, run):
         self.queries += 1
-        return (self.dead.pop(0) if self.dead else []), None
+        entry = self.dead.pop(0) if self.dead else []
+        return (entry(since) if callable(entry) else entry), None
 
 
-def dead_node(node_id="a1b2c3d4e5f6a7b8", reason="AUTOSCALER_DRAIN_PREEMPTED", message="spot preempted"):
-    return DeadNode(node_id, "10.0.0.7", reason, message, time.time())
+def dead_node(node_id="a1b2c3d4e5f6a7b8", reason="AUTOSCALER_DRAIN_PREEMPTED", message="spot preempted",
+              at: float | None = None):
+    return DeadNode(node_id, "10.0.0.7", reason, message, time.time() if at is None else at)
 
 
 def drive(plan: RunPlan, hooks=None, attempt=1):
@@ -238,7 +241,9 @@ def test_what_would_fail_again_is_not_restarted(tmp_path, mode, code, reason):
 @pytest.mark.parametrize("mode", ["worker-died", "hang"])
 def test_a_crash_or_a_hang_is_a_lost_node_when_the_cluster_lost_one(tmp_path, mode):
     plan = make_plan(tmp_path, mode, max_restarts=1)
-    hooks = FakeHooks(dead=[[dead_node()], [dead_node("b" * 16)]])
+    # Each node died during the start the driver asks about (at its `since`), however late on a
+    # loaded machine that start began: a time taken here could fall before the second start.
+    hooks = FakeHooks(dead=[lambda since: [dead_node(at=since)], lambda since: [dead_node("b" * 16, at=since)]])
     code, out, events, hooks = drive(plan, hooks)
     assert code == ExitCode.RESTARTS_EXHAUSTED, out            # restarted once, then the budget
     [restart] = read_restarts(plan.run_dir)
