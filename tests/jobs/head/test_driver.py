@@ -264,7 +264,9 @@ def test_a_failure_that_could_be_a_leaving_node_asks_the_cluster_until_it_settle
 
 
 def test_the_budget_stops_an_overrunning_trainer(tmp_path):
-    plan = make_plan(tmp_path, "overrun", deadline_seconds=1.5, stop_grace_seconds=0.5)
+    # The budget must outlast the fake trainer's start (Python, then its SIGTERM handler): 1.5 s
+    # was passed before the handler was in place on a loaded machine (2026-12-06).
+    plan = make_plan(tmp_path, "overrun", deadline_seconds=6, stop_grace_seconds=0.5)
     code, out, events, _ = drive(plan)
     assert code == ExitCode.DEADLINE
     assert "SIGTERM ignored" in out                  # the grace period, then SIGKILL
