@@ -65,21 +65,15 @@ class _CapturingRay:
         raise AssertionError("not configured")
 
 
-def test_verl_hands_the_start_folder_to_its_actor(monkeypatch):
-    need_verl()
+def run_ppo_on(config):
+    """``config`` through verl's own run_ppo (its source, with verl's own get_ppo_ray_runtime_env)
+    and a captured Ray: (the runtime_env's env_vars it hands ray.init, the config it ships to the
+    TaskRunner)."""
     from omegaconf import OmegaConf
-
-    from tools import verl_snapshot
 
     constants = importlib.util.spec_from_file_location("verl_constants_ppo", _verl_file("trainer/constants_ppo.py"))
     constants_module = importlib.util.module_from_spec(constants)
     constants.loader.exec_module(constants_module)
-
-    config = verl_snapshot.compose(render(DEV).overrides)
-    assert list(config.trainer.logger) == ["console", "tensorboard"]
-    assert config.trainer.val_before_train is True
-
-    monkeypatch.setenv(TENSORBOARD_ENV, START_DIR)
     ray = _CapturingRay()
     shipped = {}
     runner = types.SimpleNamespace(remote=lambda: types.SimpleNamespace(
@@ -88,7 +82,21 @@ def test_verl_hands_the_start_folder_to_its_actor(monkeypatch):
                                           "get_ppo_ray_runtime_env": constants_module.get_ppo_ray_runtime_env,
                                           "is_cuda_available": False})
     run_ppo(config, task_runner_class=runner)
-    env_vars = ray.init_kwargs["runtime_env"]["env_vars"]
+    return ray.init_kwargs["runtime_env"]["env_vars"], shipped["config"]
+
+
+def test_verl_hands_the_start_folder_to_its_actor(monkeypatch):
+    need_verl()
+    from omegaconf import OmegaConf
+
+    from tools import verl_snapshot
+
+    config = verl_snapshot.compose(render(DEV).overrides)
+    assert list(config.trainer.logger) == ["console", "tensorboard"]
+    assert config.trainer.val_before_train is True
+
+    monkeypatch.setenv(TENSORBOARD_ENV, START_DIR)
+    env_vars, actor_config = run_ppo_on(config)
     assert env_vars["TENSORBOARD_DIR"] == START_DIR == env_vars[TENSORBOARD_ENV]
     assert env_vars["NCCL_DEBUG"] == "WARN"                  # verl's own runtime env still merged in
 
@@ -96,7 +104,6 @@ def test_verl_hands_the_start_folder_to_its_actor(monkeypatch):
     monkeypatch.delenv(TENSORBOARD_ENV)
     for key, value in env_vars.items():
         monkeypatch.setenv(key, value)
-    actor_config = shipped["config"]
     OmegaConf.resolve(actor_config)
     assert os.environ["TENSORBOARD_DIR"] == START_DIR        # what _TensorboardAdapter reads
 

@@ -19,7 +19,6 @@ import ast
 import dataclasses
 import math
 import os
-import types
 
 import pytest
 
@@ -30,7 +29,7 @@ from jobs.plan.model_shapes import shape_for
 from jobs.plan.plan_builder import build_plan
 from jobs.plan.preflight import check
 from jobs.plan.render import capacity_end_overrides, owned_keys, render
-from tests.jobs.cli.test_metrics_render import _CapturingRay, _run_ppo_of_installed_verl, _verl_file
+from tests.jobs.cli.test_metrics_render import _verl_file, run_ppo_on
 from tests.jobs.plan.test_nemo_rl_keys import compose as nemo_rl_compose
 from tests.jobs.plan.test_nemo_rl_keys import need_omegaconf_and_hydra
 from tests.jobs.plan.test_preflight import DEV, PROD
@@ -119,34 +118,20 @@ def _actor_environment(monkeypatch, driver_env: dict[str, str]):
     """The composed config, run through verl's run_ppo with the driver's environment; returns the
     TaskRunner's config after its OmegaConf.resolve, with the process environment set to what the
     actor gets (its runtime_env's env_vars)."""
-    import importlib.util
-
     from omegaconf import OmegaConf
 
     from tools import verl_snapshot
 
-    constants = importlib.util.spec_from_file_location("verl_constants_ppo", _verl_file("trainer/constants_ppo.py"))
-    constants_module = importlib.util.module_from_spec(constants)
-    constants.loader.exec_module(constants_module)
     config = verl_snapshot.compose(render(DEV, 35.0).overrides)
     for key in (VERL_EXPIRATION_ENV, "SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"):
         monkeypatch.delenv(key, raising=False)
     for key, value in driver_env.items():
         monkeypatch.setenv(key, value)
-    ray = _CapturingRay()
-    shipped = {}
-    runner = types.SimpleNamespace(remote=lambda: types.SimpleNamespace(
-        run=types.SimpleNamespace(remote=lambda cfg: shipped.setdefault("config", cfg))))
-    run_ppo = _run_ppo_of_installed_verl({"ray": ray, "OmegaConf": OmegaConf, "os": os,
-                                          "get_ppo_ray_runtime_env": constants_module.get_ppo_ray_runtime_env,
-                                          "is_cuda_available": False})
-    run_ppo(config, task_runner_class=runner)
-    env_vars = ray.init_kwargs["runtime_env"]["env_vars"]
+    env_vars, actor_config = run_ppo_on(config)
     for key in driver_env:
         monkeypatch.delenv(key)                  # the actor has only its runtime_env
     for key, value in env_vars.items():
         monkeypatch.setenv(key, value)
-    actor_config = shipped["config"]
     OmegaConf.resolve(actor_config)
     return env_vars, actor_config
 
