@@ -80,6 +80,41 @@ def test_follow_ends_when_the_dashboard_stops_answering():
         runner.follow("r-attempt-1", status_every=0.2)
 
 
+def test_a_status_probe_that_gives_up_as_the_stream_ends_is_not_a_crash():
+    """The status probe runs beside the log stream. When it gave up (a port-forward restarting)
+    just as the stream ended, it used to cancel the follow while it was already awaiting the probe
+    in its cleanup: a bare CancelledError instead of the run's status. Seen beside a second
+    suite (test_cli_hostile_ray: kubectl dropping mid-follow); here it happens every time."""
+    import threading
+
+    probing = threading.Event()
+
+    class Restarting:
+        """A stream that ends while the first status probe is failing; later probes answer."""
+        calls = 0
+
+        async def tail_job_logs(self, submission_id):
+            import asyncio
+            yield "line 00\n"
+            while not probing.is_set():
+                await asyncio.sleep(0.01)
+
+        def get_job_status(self, submission_id):
+            import time
+            Restarting.calls += 1
+            if Restarting.calls <= FAST.tries:
+                probing.set()
+                time.sleep(0.1)       # the stream ends meanwhile; the probe fails afterwards
+                raise ConnectionRefusedError("port-forward restarting")
+            return "SUCCEEDED"
+
+    out = io.StringIO()
+    runner = runs.Runs("http://127.0.0.1:1", client_factory=lambda a: Restarting(), out=out,
+                       err=io.StringIO(), retry=FAST)
+    assert runner.follow("r-attempt-1", status_every=0.05) == "SUCCEEDED"
+    assert out.getvalue() == "line 00\n"
+
+
 # ---- --address, RAY_ADDRESS and numbers, validated at once --------------------------------------
 
 @pytest.mark.parametrize("address,phrase", [

@@ -29,7 +29,10 @@ from tests.jobs.hostile import child_env, fake_kubectl, kubectl_pids, kubectl_po
 
 PY = sys.executable
 RUNTIME_ENV = {"env_vars": {"PYTHONPATH": str(ROOT)}}
-RETRY = RetryPolicy(tries=6, base=0.3, cap=1.0, call_timeout=10.0, budget=30.0)
+# The budget governs, not the count: 30 s is the port-forward's own ready timeout, the longest a
+# restart of kubectl may take. With six tries the calls gave up after about 5 s, which a restart of
+# the fake kubectl (a Python process) exceeded beside a second suite (2026-12-06).
+RETRY = RetryPolicy(tries=40, base=0.3, cap=1.0, call_timeout=10.0, budget=30.0)
 pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
 
 
