@@ -684,22 +684,13 @@ def non_loopback_listeners() -> list[str]:
 
 def _stop_condition(config: dict, standin: StandIn, started: float) -> str | None:
     """Why the scenario is over (None while it runs): config["until"] is "recycled" (a worker pod
-    deleted before its Ray node joined, and another created for it), "joined" (every wanted
-    worker joined, then ``settle_seconds`` more) or "driver_done" (the driver exited, no worker pod
-    is left and no request stands, then ``settle_seconds`` more), bounded by ``max_seconds`` (all
-    real-world, divided by the factor)."""
+    deleted before its Ray node joined, and another created for it) or "joined" (every wanted
+    worker joined, then ``settle_seconds`` more), bounded by ``max_seconds`` (all real-world,
+    divided by the factor)."""
     events = [json.loads(line) for line in (standin.workdir / EVENTS).read_text().splitlines()]
     now = time.monotonic()
     if now - started > standin.seconds(config["max_seconds"]):
         return "max_seconds"
-    if config["until"] == "driver_done":
-        ended = [e for e in events if e["event"] == "driver_exit"]
-        requests = [e for e in events if e["event"] == "request"]
-        with standin.lock:
-            workers_left = [n for n, p in standin.pods.items() if not p["_standin"]["head"]]
-        if ended and not workers_left and requests and requests[-1]["standing"] == [] and \
-                time.time() - max(ended[-1]["time"], requests[-1]["time"]) > standin.seconds(config["settle_seconds"]):
-            return "driver_done"
     if config["until"] == "recycled":
         # Ray 2.49.2 deletes the pod, then creates another; 2.54.0 creates the other first.
         gone = [e for e in events if e["event"] == "pod_deleting" and not e["joined"]]
@@ -710,50 +701,6 @@ def _stop_condition(config: dict, standin: StandIn, started: float) -> str | Non
         if len(joins) >= config["nodes"] and time.time() - joins[-1]["time"] > standin.seconds(config["settle_seconds"]):
             return "joined"
     return None
-
-
-def _start_driver(config: dict, standin: StandIn) -> subprocess.Popen:
-    """The run driver on the head, `python3 -m jobs.run --plan FILE` (the RayJob's entrypoint),
-    with the head's Ray address and the run's data root."""
-    log = open(standin.workdir / "driver.log", "w")  # noqa: SIM115 (the driver's log)
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.run", "--plan", config["driver_plan"]],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT), RAY_ADDRESS=GCS,
-                                     GKE_GRPO_DATA_ROOT=config["data_root"]))
-    standin.record("driver_started", pid=proc.pid)
-    return proc
-
-
-def _holder_pids() -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            with contextlib.suppress(OSError):
-                if b"jobs.head.gpu_gang\0hold" in (proc / "cmdline").read_bytes():
-                    pids.append(int(proc.name))
-    return pids
-
-
-def _drive(config: dict, standin: StandIn, driver: subprocess.Popen) -> None:
-    """The scenario's interventions, once the trainer has started (the run's events.jsonl):
-    ``kill`` "holder" (SIGKILL to the gang holder, then the driver runs on to its end) or
-    "driver" (SIGKILL to the driver alone); and the driver's exit, recorded once."""
-    state = standin.__dict__.setdefault("_drive_state", {"killed": False, "exited": False})
-    run_events = Path(config["run_dir"]) / "events.jsonl"
-    if not state["killed"] and config.get("kill") and run_events.exists() and \
-            b'"trainer_start"' in run_events.read_bytes():
-        state["killed"] = True
-        if config["kill"] == "holder":
-            pids = _holder_pids()
-            for pid in pids:
-                os.kill(pid, signal.SIGKILL)
-            standin.record("killed", what="holder", pids=pids)
-        elif config["kill"] == "driver":
-            driver.kill()
-            standin.record("killed", what="driver", pids=[driver.pid])
-    if not state["exited"] and driver.poll() is not None:
-        state["exited"] = True
-        standin.record("driver_exit", code=driver.returncode)
 
 
 def run_cluster(config_path: str) -> int:
@@ -777,22 +724,17 @@ def run_cluster(config_path: str) -> int:
             stdout=autoscaler_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         standin.record("autoscaler_started", ray_defaults=config.get("ray_defaults", {}),
                        options_env=(standin.cluster["spec"].get("autoscalerOptions") or {}).get("env"))
-        if config.get("driver_plan"):
-            holder = _start_driver(config, standin)
-        else:
-            holder = subprocess.Popen(
-                [sys.executable, "-m", "jobs.head.gpu_gang", "hold", "--nodes", str(config["nodes"]),
-                 "--gpus-per-node", str(config["gpus_per_node"]), "--address", GCS],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-            said = ""                     # its HELD or RELEASED line (Ray may log before it)
-            while holder.stdout and not said.startswith("[gpu_gang]") and (line := holder.stdout.readline()):
-                said = line.strip()
-            standin.record("gang_requested", holder_said=said)
+        holder = subprocess.Popen(
+            [sys.executable, "-m", "jobs.head.gpu_gang", "hold", "--nodes", str(config["nodes"]),
+             "--gpus-per-node", str(config["gpus_per_node"]), "--address", GCS],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        said = ""                         # its HELD or RELEASED line (Ray may log before it)
+        while holder.stdout and not said.startswith("[gpu_gang]") and (line := holder.stdout.readline()):
+            said = line.strip()
+        standin.record("gang_requested", holder_said=said)
         started = time.monotonic()
         while (why := _stop_condition(config, standin, started)) is None:
-            if config.get("driver_plan"):
-                _drive(config, standin, holder)
             time.sleep(0.2)
         standin.record("scenario_end", why=why, listeners=non_loopback_listeners(),
                        api_requests=len(standin.requests_seen))
