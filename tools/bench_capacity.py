@@ -3,6 +3,20 @@
     python -m tools.bench_capacity [--nodes 2] [--join-seconds 5] [--staging-seconds 4]
                                    [--trainer-seconds 10] [--idle-timeout 10]
                                    [--fallback-after 15] [--waterfall-window 90]
+    python -m tools.bench_capacity --kuberay [--bring-up-minutes 2 12] [--trainer-minutes 5]
+
+--kuberay: the stand-in path, in real minutes (no factor). Per supported Ray version (each on its
+own Python: .venv-ray-<version>) and per GPU node bring-up, Ray's own v2 autoscaler with its KubeRay
+provider scales the RayCluster as the program renders it against the KubeRay stand-in
+(tools/kuberay_standin.py), with the program's autoscaler settings; the real driver asks for a
+--nodes gang, its trainer sleeps --trainer-minutes, and its gang holder is SIGKILLed one minute into
+the trainer. A control per version, with Ray's default settings and the longest bring-up, counts
+the recreations the program's settings avoid. Printed: pod recreations before the gang is up (goal
+0); GPU-seconds idle before the trainer (from each node's join to the trainer's start, and from
+each pod's creation: the upper bound, which counts the node's creation); seconds from the run's end
+(the driver's exit) to the last GPU pod gone; seconds from the holder's death to the request made
+again (the replacement holder confirmed; the GCS request itself belongs to the cluster and never
+lapsed). The clusters run side by side, each in its own loopback-only namespace.
 
 Each scenario starts a Ray head with the v2 autoscaler on Ray 2.54's fake multi-node provider
 (tools/fake_capacity.py: real autoscaler code, fake nodes as local raylets that join
@@ -342,6 +356,129 @@ def measure_capacity(args) -> int:
     return 0
 
 
+KUBERAY_START_SECONDS = 60          # the last minute of a bring-up: the worker's own wait (gIB)
+KUBERAY_KILL_AFTER_SECONDS = 60     # the holder SIGKILLed this long after the trainer started
+KUBERAY_GPU_WAIT_SECONDS = 1800     # job.gpuWaitSeconds' default (components/config/models/job.py)
+
+
+def _positive_minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}") from None
+    if not 0 < value <= 120:       # NaN fails this too
+        raise argparse.ArgumentTypeError(f"minutes must be above 0 and at most 120: {text!r}")
+    return value
+
+
+def measure_kuberay(args) -> int:
+    from tools import kuberay_scenarios as ksc
+    from tools import kuberay_standin as standin
+
+    work = Path(tempfile.mkdtemp(prefix="bench-kuberay-"))
+    tls = standin.make_tls(work)
+    bring_ups = sorted({round(m * 60) for m in args.bring_up_minutes})
+    trainer = args.trainer_minutes * 60
+    versions = [v for v in ksc.supported_ray_versions() if ksc.ray_python(v)]
+    missing = sorted(set(ksc.supported_ray_versions()) - set(versions))
+    procs, bound = {}, 0.0
+    try:
+        for version in versions:
+            python, rendered = ksc.ray_python(version), ksc.rendered_raycluster(version)
+            assert python is not None
+            for bring_up in bring_ups:
+                timings = {"pending_seconds": max(bring_up - KUBERAY_START_SECONDS, 0),
+                           "start_seconds": min(bring_up, KUBERAY_START_SECONDS)}
+                name, workdir = f"{version}/{bring_up}", work / version / f"bring-up-{bring_up}"
+                workdir.mkdir(parents=True)
+                procs[name] = ksc.launch(
+                    python, workdir, tls, ksc.scaled_raycluster(rendered, keep_program_env=True, factor=1),
+                    version, factor=1, until="released", kill="holder",
+                    kill_after_seconds=KUBERAY_KILL_AFTER_SECONDS,
+                    max_seconds=KUBERAY_GPU_WAIT_SECONDS + bring_up + trainer + 900, **timings,
+                    **ksc.driver_plan(workdir, "bench", args.nodes, rendered, factor=1, trainer_seconds=trainer,
+                                      gpu_wait_seconds=KUBERAY_GPU_WAIT_SECONDS))
+                bound = max(bound, KUBERAY_GPU_WAIT_SECONDS + bring_up + trainer + 1200)
+            longest = bring_ups[-1]
+            procs[f"{version}/control"] = ksc.launch(
+                python, work / version / "control", tls,
+                ksc.scaled_raycluster(rendered, keep_program_env=False, factor=1), version, factor=1,
+                until="joined", nodes=args.nodes, settle_seconds=0, max_seconds=longest + 300,
+                pending_seconds=max(longest - KUBERAY_START_SECONDS, 0),
+                start_seconds=min(longest, KUBERAY_START_SECONDS))
+        codes = ksc.finish(procs, bound)
+        rows = [_kuberay_figures(ksc, standin, work, version, bring_up, codes[f"{version}/{bring_up}"])
+                for version in versions for bring_up in bring_ups]
+        controls = {v: _control_figures(ksc, standin, work / v / "control", codes[f"{v}/control"]) for v in versions}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+    print(f"Capacity benchmark, KubeRay stand-in (real minutes): Ray's v2 autoscaler with its KubeRay provider "
+          f"and the program's RayCluster; a {args.nodes}-node gang of {GPUS_PER_NODE}-GPU nodes; trainer "
+          f"{args.trainer_minutes:g} min, its gang holder SIGKILLed {KUBERAY_KILL_AFTER_SECONDS} s in")
+    if missing:
+        print(f"  not measured (no environment: `make setup`): Ray {', '.join(missing)}")
+    for row in rows:
+        print(f"Ray {row['version']}, GPU node bring-up {row['bring_up'] / 60:g} min"
+              + ("" if row["code"] == 0 else f"  (the run did not finish: exit {row['code']}; {row['why']})"))
+        print(f"  pod recreations before the gang was up (goal 0):  {row['recreations']}")
+        print(f"  GPU-seconds idle before the trainer started:      {_seconds_text(row['idle_from_join'], 'GPU-s')} "
+              f"from each node's join; {_seconds_text(row['idle_from_pod'], 'GPU-s')} from each pod's creation")
+        print(f"  run end (driver exit) -> last GPU pod gone:       {_seconds_text(row['end_to_gone'])} "
+              f"(idle timeout {row['idle_timeout']} s)")
+        print(f"  holder SIGKILLed -> request made again:           {_seconds_text(row['holder_to_remade'])}"
+              f"; the request lapsed meanwhile: {'yes' if row['lapsed'] else 'no'}")
+    for version, control in controls.items():
+        print(f"Ray {version} control, Ray's default settings, bring-up {bring_ups[-1] / 60:g} min: "
+              f"{control['recreations']} pod recreations in {control['seconds']:.0f} s; "
+              f"gang up: {'yes' if control['joined'] else 'no'}")
+    load = os.getloadavg()
+    print(f"(this machine's load average at the end: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on "
+          f"{os.cpu_count()} CPUs)")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0 if all(row["code"] == 0 for row in rows) else 1
+
+
+def _kuberay_figures(ksc, standin, work: Path, version: str, bring_up: int, code: int | None) -> dict:
+    workdir = work / version / f"bring-up-{bring_up}"
+    events, driver = standin.read_events(workdir), ksc.driver_events(workdir, "bench")
+    at = {e["event"]: e for e in driver}
+    end = ksc.by_event(events, "scenario_end")
+    row: dict = {"version": version, "bring_up": bring_up, "code": code,
+                 "why": end[0]["why"] if end else "no end recorded",
+                 "idle_timeout": ksc.idle_timeout(ksc.rendered_raycluster(version)),
+                 "recreations": None, "idle_from_join": None, "idle_from_pod": None, "end_to_gone": None,
+                 "holder_to_remade": None, "lapsed": None}
+    start = at.get("trainer_start")
+    if start is None:
+        return row
+    gpus = float(ksc.worker_group(ksc.rendered_raycluster(version))["rayStartParams"]["num-gpus"])
+    created = [e for e in ksc.by_event(events, "pod_created", group=ksc.GPU_GROUP) if e["time"] <= start["time"]]
+    joined = [e for e in ksc.by_event(events, "ray_node_joined") if e["time"] <= start["time"]]
+    row["recreations"] = len([e for e in ksc.by_event(events, "pod_deleting") if e["time"] <= start["time"]])
+    row["idle_from_join"] = sum(start["time"] - e["time"] for e in joined) * gpus
+    row["idle_from_pod"] = sum(start["time"] - e["time"] for e in created) * gpus
+    exits = ksc.by_event(events, "driver_exit")
+    if exits:
+        _, gone = ksc.released_after(events, exits[0]["time"])
+        row["end_to_gone"] = None if gone is None else gone - exits[0]["time"]
+    killed, remade = ksc.by_event(events, "holder_killed"), at.get("gpu_request_remade")
+    if killed and remade:
+        row["holder_to_remade"] = remade["time"] - killed[0]["time"]
+        row["lapsed"] = any(e["standing"] == [] for e in ksc.by_event(events, "request")
+                            if killed[0]["time"] <= e["time"] <= remade["time"])
+    return row
+
+
+def _control_figures(ksc, standin, workdir: Path, code: int | None) -> dict:
+    events = standin.read_events(workdir)
+    begun, end = ksc.by_event(events, "gang_requested"), ksc.by_event(events, "scenario_end")
+    seconds = (end[0]["time"] - begun[0]["time"]) if begun and end else 0.0
+    return {"recreations": len(ksc.by_event(events, "pod_deleting")), "seconds": seconds,
+            "joined": bool(end) and end[0]["why"] == "joined", "code": code}
+
+
 OPTIONS = (("--nodes", int, 2), ("--join-seconds", float, 5.0), ("--staging-seconds", float, 4.0),
            ("--trainer-seconds", float, 10.0), ("--idle-timeout", float, 10.0),
            ("--fallback-after", float, 15.0), ("--waterfall-window", float, 90.0))
@@ -352,7 +489,15 @@ def main(argv=None) -> int:
     for flag, kind, default in OPTIONS:
         parser.add_argument(flag, type=kind, default=default)
     parser.add_argument("--init", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--kuberay", action="store_true",
+                        help="the KubeRay stand-in path, in real minutes (module docstring)")
+    parser.add_argument("--bring-up-minutes", type=_positive_minutes, nargs="+", default=[2.0, 12.0])
+    parser.add_argument("--trainer-minutes", type=_positive_minutes, default=5.0)
     args = parser.parse_args(argv)
+    if args.kuberay:
+        if args.nodes < 1:
+            parser.error("--nodes must be at least 1")
+        return measure_kuberay(args)      # each cluster makes its own loopback-only namespace
     passed = [str(x) for flag, _, _ in OPTIONS for x in (flag, getattr(args, flag[2:].replace("-", "_")))]
     if inside():
         if args.init:

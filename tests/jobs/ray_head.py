@@ -108,6 +108,10 @@ class InnerRun:
     needs: str
     measured_seconds: float
     own_head: bool = False
+    # A module whose scenarios mostly wait on timers (clusters of its own, Pending pods, idle
+    # timeouts) runs in a namespace of its own from the start, beside the others rather than after
+    # them: its wall time is long, its CPU time small.
+    alongside: bool = False
 
     @property
     def bound(self) -> int:
@@ -212,7 +216,8 @@ def _run_group(group: list[InnerRun]) -> GroupResult:
 # (the longest) beside the own-head modules one after another. Measured 2026-12-06 on the 2-core
 # machine: a namespace uses about half a core while it waits on its head (the shared group 184
 # CPU-s in 345 s), but three at once beside the xdist workers (load average 17) slowed the
-# drivers past Ray's 3 s stop window and the recovery run past its bound.
+# drivers past Ray's 3 s stop window and the recovery run past its bound. Modules alongside
+# (InnerRun.alongside) add one namespace each.
 NAMESPACES_AT_ONCE = 2
 
 
@@ -223,24 +228,31 @@ class _Background:
 
     def __init__(self) -> None:
         self._runner = None
+        self._workers = NAMESPACES_AT_ONCE
 
     @property
     def runner(self):  # tests.handoff.Runner
         if self._runner is None:
-            self._runner = _handoff().Runner("ray-namespace", workers=NAMESPACES_AT_ONCE)
+            self._runner = _handoff().Runner("ray-namespace", workers=self._workers)
         return self._runner
 
     @staticmethod
     def groups(inner_runs: list[InnerRun]) -> list[list[InnerRun]]:
+        """The modules alongside first (each alone), then the shared head's group, then each
+        own-head module, longest first."""
         unique = list({inner.key: inner for inner in inner_runs}.values())
-        shared = [inner for inner in unique if not inner.own_head]
-        own = sorted((inner for inner in unique if inner.own_head), key=lambda inner: -inner.bound)
-        return ([shared] if shared else []) + [[inner] for inner in own]
+        alongside = [[inner] for inner in unique if inner.alongside]
+        shared = [inner for inner in unique if not inner.own_head and not inner.alongside]
+        own = sorted((inner for inner in unique if inner.own_head and not inner.alongside),
+                     key=lambda inner: -inner.bound)
+        return alongside + ([shared] if shared else []) + [[inner] for inner in own]
 
     def start(self, inner_runs: list[InnerRun]) -> None:
         if not inner_runs or inside_namespace() or namespace_unavailable() is not None:
             return      # nothing to run, or each outer test skips (fails in CI) on its own
         groups = self.groups(inner_runs)
+        if self._runner is None:
+            self._workers = NAMESPACES_AT_ONCE + sum(1 for group in groups if group[0].alongside)
         # NAMESPACES_AT_ONCE at a time: every result is due within the bounds of them all.
         due_in = sum(inner.bound for group in groups for inner in group)
         for group in groups:
