@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tools import kuberay_standin as standin
@@ -145,6 +146,25 @@ def launch(python: str, workdir: Path, tls: tuple[Path, Path, Path], cluster: di
     with open(workdir / "harness.log", "w") as log:
         return subprocess.Popen(standin.cluster_command(python, path), cwd=ROOT, stdout=log,
                                 stderr=subprocess.STDOUT)
+
+
+def launch_in_turn(launches: list[tuple[str, Path, Callable[[], subprocess.Popen]]], *, starting_at_once: int,
+                   head_within: float) -> dict[str, subprocess.Popen]:
+    """Each (name, workdir, launch) in order, no more than ``starting_at_once`` clusters starting
+    their head at a time: eight heads started at once on two cores timed out in Ray's own node
+    start ("The current node timed out during startup", 2026-12-06). A cluster counts as started
+    once its head is up, its process has ended, or ``head_within`` seconds have passed."""
+    procs: dict[str, subprocess.Popen] = {}
+    starting: list[tuple[str, Path, float]] = []
+    for name, workdir, start in launches:
+        while len(starting) >= starting_at_once:
+            time.sleep(0.2)
+            starting = [(n, w, t) for n, w, t in starting
+                        if procs[n].poll() is None and time.monotonic() - t < head_within
+                        and not by_event(standin.read_events(w), "head_up")]
+        procs[name] = start()
+        starting.append((name, workdir, time.monotonic()))
+    return procs
 
 
 def finish(procs: dict[str, subprocess.Popen], bound: float) -> dict[str, int | None]:

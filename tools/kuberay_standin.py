@@ -514,6 +514,21 @@ class StandIn:
                         and now - state["created"] >= pending + start:
                     state["started"] = now
                     self._start_worker_ray(pod)
+                elif pod["status"]["phase"] == "Running" and (proc := self.procs.get(name)) is not None \
+                        and proc.poll() is not None:
+                    self._container_ended(pod, proc.returncode)
+
+    def _container_ended(self, pod: dict, code: int) -> None:
+        """The Ray container's `ray start --block` ended (on this machine: a `ray start` that timed
+        out registering with the GCS under load). With restartPolicy Never the pod's phase becomes
+        Failed (Succeeded on exit 0), and KubeRay's next reconcile deletes it and creates another
+        (raycluster_controller.go shouldDeletePod)."""
+        with self.lock:
+            pod["status"]["phase"] = "Succeeded" if code == 0 else "Failed"
+            pod["metadata"]["resourceVersion"] = self._bump()
+        self.record("pod_container_ended", pod=pod["metadata"]["name"], exit_code=code,
+                    phase=pod["status"]["phase"])
+        self.wake.set()
 
     def _set_running(self, pod: dict) -> None:
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -751,6 +766,8 @@ def start_driver(config: dict, standin: StandIn) -> subprocess.Popen:
     driver = subprocess.Popen([sys.executable, "-m", "jobs.run", "--plan", config["driver_plan"]],
                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
                               env=dict(os.environ, PYTHONPATH=str(ROOT), RAY_ADDRESS=GCS,
+                                       # `python3` is the image's Python, the one with its Ray
+                                       PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
                                        **{DATA_ROOT_ENV: config["data_root"]}))
     standin.record("driver_started", pid=driver.pid)
 

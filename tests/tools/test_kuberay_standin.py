@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -138,6 +141,41 @@ def test_a_failed_pod_is_deleted_first_and_replaced_in_a_later_round(tmp_path):
     assert workers(s) == []                      # deleted; nothing created in that round
     s.reconcile()
     assert len(workers(s)) == 1
+
+
+def wait_until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_a_ray_container_that_ends_fails_its_pod_which_kuberay_replaces(tmp_path):
+    """`ray start --block` ending (restartPolicy Never) is the pod's end: Failed on a non-zero exit,
+    then deleted and replaced as any failed pod."""
+    s = standin(tmp_path)
+    patch(s, [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1}])
+    s.reconcile()
+    [pod] = workers(s)
+    name = pod["metadata"]["name"]
+    s._set_running(pod)
+    pod["_standin"]["started"] = 0.0
+    s.procs[name] = subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+    kubelet = threading.Thread(target=s.kubelet, daemon=True)
+    kubelet.start()
+    try:
+        wait_until(lambda: pod["status"]["phase"] == "Failed")
+    finally:
+        s.stopping.set()
+        kubelet.join(timeout=5)
+    [ended] = [e for e in ks.read_events(tmp_path) if e["event"] == "pod_container_ended"]
+    assert ended["exit_code"] == 1 and ended["pod"] == name
+    s.reconcile()                                 # deleted (after the grace period), none created
+    wait_until(lambda: name not in s.pods)
+    assert workers(s) == []
+    s.reconcile()
+    [replacement] = workers(s)
+    assert replacement["metadata"]["name"] != name
 
 
 def test_the_api_needs_the_token_and_json_patch(tmp_path):
