@@ -75,7 +75,11 @@ Loopback adaptations, none of them a time or a resource the autoscaler counts: e
 name; the head runs no dashboard (the autoscaler and the gang request use none; four heads start
 on two cores in half the time); each node gets its own metrics and
 dashboard-agent ports (all nodes share one host) and its own labels file path; the object store is
-100 MB; the head pod's template env and volumes (paths of the real image) are left out.
+100 MB; the head pod's template env and volumes (paths of the real image) are left out. Workers
+run `ray start` one at a time, each after the previous one joined (or REGISTER_SECONDS): two at once
+on one host, in one session directory, failed one of them every time (its registration with the
+GCS timed out, 2026-12-06, both Ray versions), which separate pods do not share; the wait is a
+few real seconds.
 
 Time: every duration of the stand-in is divided by the scenario's ``factor``, as the tests divide
 the program's and Ray's settings (tests/jobs/head/test_autoscaler_kuberay_ray.py says which).
@@ -118,6 +122,8 @@ DEFAULT_METRICS_PORT = 8080                    # utils/constant.go DefaultMetric
 DEFAULT_AGENT_PORT = 52365                     # utils/constant.go DefaultDashboardAgentListenPort
 OBJECT_STORE_BYTES = 100_000_000
 INSIDE_ENV = "GKE_GRPO_KUBERAY_STANDIN"        # set in the cluster's own namespace (main)
+# Ray's own bound on a node's registration (ray/_private/node.py raylet_start_wait_time_s)
+REGISTER_SECONDS = 30
 
 
 # ---- quantities and the generated `ray start` ------------------------------------------------
@@ -511,12 +517,25 @@ class StandIn:
                     self.record("pod_running", pod=name)
                     self.wake.set()
                 elif pod["status"]["phase"] == "Running" and "started" not in state \
-                        and now - state["created"] >= pending + start:
-                    state["started"] = now
+                        and now - state["created"] >= pending + start and not self._worker_registering():
+                    state["started"] = time.monotonic()
                     self._start_worker_ray(pod)
                 elif pod["status"]["phase"] == "Running" and (proc := self.procs.get(name)) is not None \
                         and proc.poll() is not None:
                     self._container_ended(pod, proc.returncode)
+
+    def _worker_registering(self) -> bool:
+        """A worker's `ray start` that has not yet joined (module docstring, loopback adaptations:
+        one at a time), for at most REGISTER_SECONDS."""
+        with self.lock:
+            for pod in self.pods.values():
+                state = pod["_standin"]
+                proc = self.procs.get(pod["metadata"]["name"])
+                if not state["head"] and "started" in state and not state["joined"] and "deleted" not in state \
+                        and proc is not None and proc.poll() is None \
+                        and time.monotonic() - state["started"] < REGISTER_SECONDS:
+                    return True
+        return False
 
     def _container_ended(self, pod: dict, code: int) -> None:
         """The Ray container's `ray start --block` ended (on this machine: a `ray start` that timed
