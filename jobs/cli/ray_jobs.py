@@ -505,10 +505,7 @@ class Runs:
                 try:
                     status = await asyncio.to_thread(self.status, submission_id)
                 except DashboardUnreachable as exc:
-                    # A probe that gave up after the stream ended is moot: the stream's end is
-                    # the answer, and the main task is past its handler (awaiting this task in
-                    # `finally`), where a cancel would surface as a bare CancelledError.
-                    if stop.is_set():
+                    if stop.is_set():      # moot after the stream's end: a cancel would hit `await tick`
                         return
                     lost.append(exc)
                     main.cancel()

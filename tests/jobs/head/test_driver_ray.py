@@ -28,7 +28,7 @@ import pytest
 from jobs.cli import main as cli
 from jobs.cli.ray_jobs import RetryPolicy
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.run_plan import JOB_STOP_WAIT_SECONDS, PLAN_PATH, RUN_COMMAND, Command, RunPlan
+from jobs.contract.run_plan import JOB_STOP_WAIT_ENV, JOB_STOP_WAIT_SECONDS, PLAN_PATH, RUN_COMMAND, Command, RunPlan
 from jobs.head.run_records import read_restarts
 from tests.conftest import preview_with
 from tests.jobs import ray_head
@@ -180,8 +180,12 @@ else:
         plan = write_plan(tmp_path, spec.run_id, mode, **plan_changes)
         where = ["--stack", "dev", "--config-file", write_config(tmp_path, experimentName=name),
                  "--address", head]
+        # Ray's stop window as every job of the program gets it (jobs/contract/run_plan.py): with
+        # Ray's default 3 s, a driver stopped in its GPU wait beside a second suite was SIGKILLed
+        # before it recorded driver_end (2026-12-06).
         code, out, err = cli_run(["submit", *where, "--status-every", "5", *([] if follow else ["--no-follow"])],
-                                 {"env_vars": {"PYTHONUNBUFFERED": "1", **(env_vars or {})}})
+                                 {"env_vars": {"PYTHONUNBUFFERED": "1", JOB_STOP_WAIT_ENV: str(JOB_STOP_WAIT_SECONDS),
+                                               **(env_vars or {})}})
         return spec, plan, where, code, out, err
 
     def _wait_event(plan, name, timeout=90):
