@@ -442,7 +442,7 @@ def measure_kuberay(args) -> int:
 
 def _kuberay_figures(ksc, standin, work: Path, version: str, bring_up: int, code: int | None) -> dict:
     workdir = work / version / f"bring-up-{bring_up}"
-    events, driver = standin.read_events(workdir), ksc.driver_events(workdir, "bench")
+    events, driver = standin.read_cluster_events(workdir), ksc.driver_events(workdir, "bench")
     at = {e["event"]: e for e in driver}
     end = ksc.by_event(events, "scenario_end")
     row: dict = {"version": version, "bring_up": bring_up, "code": code,
@@ -472,7 +472,7 @@ def _kuberay_figures(ksc, standin, work: Path, version: str, bring_up: int, code
 
 
 def _control_figures(ksc, standin, workdir: Path, code: int | None) -> dict:
-    events = standin.read_events(workdir)
+    events = standin.read_cluster_events(workdir)
     begun, end = ksc.by_event(events, "gang_requested"), ksc.by_event(events, "scenario_end")
     seconds = (end[0]["time"] - begun[0]["time"]) if begun and end else 0.0
     return {"recreations": len(ksc.by_event(events, "pod_deleting")), "seconds": seconds,

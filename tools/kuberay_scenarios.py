@@ -149,19 +149,22 @@ def launch(python: str, workdir: Path, tls: tuple[Path, Path, Path], cluster: di
 
 
 def launch_in_turn(launches: list[tuple[str, Path, Callable[[], subprocess.Popen]]], *, starting_at_once: int,
-                   head_within: float) -> dict[str, subprocess.Popen]:
+                   running_at_once: int, head_within: float) -> dict[str, subprocess.Popen]:
     """Each (name, workdir, launch) in order, no more than ``starting_at_once`` clusters starting
-    their head at a time: eight heads started at once on two cores timed out in Ray's own node
-    start ("The current node timed out during startup", 2026-12-06). A cluster counts as started
-    once its head is up, its process has ended, or ``head_within`` seconds have passed."""
+    their head at a time and ``running_at_once`` running: eight heads started at once on two cores
+    timed out in Ray's own node start ("The current node timed out during startup", 2026-12-06),
+    and eight clusters beside the rest of the suite left worker nodes unable to register within
+    Ray's 30 s. A cluster counts as started once its head is up, its process has ended, or
+    ``head_within`` seconds have passed."""
     procs: dict[str, subprocess.Popen] = {}
     starting: list[tuple[str, Path, float]] = []
     for name, workdir, start in launches:
-        while len(starting) >= starting_at_once:
+        while len(starting) >= starting_at_once or \
+                sum(proc.poll() is None for proc in procs.values()) >= running_at_once:
             time.sleep(0.2)
             starting = [(n, w, t) for n, w, t in starting
                         if procs[n].poll() is None and time.monotonic() - t < head_within
-                        and not by_event(standin.read_events(w), "head_up")]
+                        and not by_event(standin.read_cluster_events(w), "head_up")]
         procs[name] = start()
         starting.append((name, workdir, time.monotonic()))
     return procs
@@ -182,15 +185,20 @@ def finish(procs: dict[str, subprocess.Popen], bound: float) -> dict[str, int | 
     return codes
 
 
-def describe(workdir: Path) -> str:
-    """The last events and the logs' tails of one cluster, for a failure's message."""
-    lines = [json.dumps(e, sort_keys=True)[:400] for e in standin.read_events(workdir)]
-    tail = ""
+def describe_cluster(workdir: Path) -> str:
+    """The logs' tails and the events of one cluster, for a failure's message: the events last,
+    where a truncated report keeps them."""
+    text = ""
     for name in ("harness.log", "autoscaler.log", "driver.log"):
         path = workdir / name
         if path.exists():
-            tail += f"\n--- {name} (tail) ---\n" + path.read_text()[-4000:]
-    return "\n".join(lines[-60:]) + tail
+            text += f"--- {name} (tail) ---\n" + path.read_text()[-1500:] + "\n"
+    events = standin.read_cluster_events(workdir)
+    start = events[0]["time"] if events else 0.0
+    lines = [f"{e['time'] - start:7.1f} {e['event']} "
+             + json.dumps({k: v for k, v in e.items() if k not in ("time", "event", "args", "ray_defaults")},
+                          sort_keys=True)[:200] for e in events]
+    return text + "--- events (seconds from the first) ---\n" + "\n".join(lines[-80:])
 
 
 def by_event(events: list[dict], name: str, **fields) -> list[dict]:

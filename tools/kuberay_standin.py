@@ -926,7 +926,7 @@ def make_tls(workdir: Path) -> tuple[Path, Path, Path]:
     return paths
 
 
-def read_events(workdir: Path) -> list[dict]:
+def read_cluster_events(workdir: Path) -> list[dict]:
     path = Path(workdir) / EVENTS
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 

@@ -127,7 +127,7 @@ def test_workers_to_delete_are_deleted_and_the_field_is_left_to_the_autoscaler(t
     s.reconcile()
     assert victim not in s.pods and len(workers(s)) == 1       # a Pending pod goes at once
     assert s.cluster["spec"]["workerGroupSpecs"][0]["scaleStrategy"]["workersToDelete"] == [victim]
-    events = ks.read_events(tmp_path)
+    events = ks.read_cluster_events(tmp_path)
     assert [e["reason"] for e in events if e["event"] == "pod_deleting"] == ["workersToDelete"]
 
 
@@ -168,7 +168,7 @@ def test_a_ray_container_that_ends_fails_its_pod_which_kuberay_replaces(tmp_path
     finally:
         s.stopping.set()
         kubelet.join(timeout=5)
-    [ended] = [e for e in ks.read_events(tmp_path) if e["event"] == "pod_container_ended"]
+    [ended] = [e for e in ks.read_cluster_events(tmp_path) if e["event"] == "pod_container_ended"]
     assert ended["exit_code"] == 1 and ended["pod"] == name
     s.reconcile()                                 # deleted (after the grace period), none created
     wait_until(lambda: name not in s.pods)
