@@ -15,7 +15,7 @@ ACTIONLINT_STAMP := .tools/actionlint/.installed
 # The NeMo RL row's Ray, for the autoscaler tests on every supported Ray version.
 RAY_2492_STAMP := .venv-ray-2.49.2/.installed
 
-.PHONY: help setup cli preview preview-prod test golden bench contract demo
+.PHONY: help setup cli preview preview-prod test test-kuberay golden bench contract demo
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:[^#]*## /\t/' | awk -F'\t' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -81,8 +81,14 @@ preview-prod: $(PROGRAM_STAMP)  ## the same for prod
 # One xdist worker per core, a test module per worker at a time (--dist loadfile: a module's cached
 # previews stay in one process); the Ray inner runs and background commands start once, in the
 # controller (tests/handoff.py). docs/development.md says how to run a part of it.
-test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP)  ## the whole suite; CI runs exactly this
-	$(BIN)/python -m pytest --numprocesses=auto --dist=loadfile
+test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP)  ## the whole suite; CI runs it, then test-kuberay
+	$(BIN)/python -m pytest --numprocesses=auto --dist=loadfile -m "not kuberay"
+
+# Ray's own autoscaler on the KubeRay stand-in, on every supported Ray version: clusters of their
+# own that wait out scaled timeouts. Alone, after the suite: beside it they slowed its Ray runs past
+# ten minutes and were themselves too slow for Ray's 30 s node registration (docs/development.md).
+test-kuberay: $(STAMP) $(RAY_2492_STAMP)  ## the KubeRay autoscaler scenarios (about 3.5 minutes); CI runs them after test
+	$(BIN)/python -m pytest -p no:xdist -m kuberay tests/jobs/head/test_autoscaler_kuberay_ray.py
 
 golden: $(STAMP)  ## regenerate tests/golden/*.json on purpose, then review the diff
 	$(BIN)/python -m tools.golden

@@ -193,6 +193,7 @@ MARKED_MODULES = {
     "toolchain": ("tests/test_linters.py", "tests/test_layers.py", "tests/test_security_scan.py",
                   "tests/test_workflows.py", "tests/test_policy_pack.py"),
     "properties": ("tests/test_config_properties.py",),
+    "kuberay": ("tests/jobs/head/test_autoscaler_kuberay_ray.py",),
 }
 
 

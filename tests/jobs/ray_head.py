@@ -200,6 +200,8 @@ def _run_group(group: list[InnerRun]) -> GroupResult:
     files = [str(Path(inner.test_file).resolve().relative_to(ROOT)) for inner in group]
     cmd = namespace_command(["-v", "-p", "no:cacheprovider", "-rfE", "--durations=10",
                              f"--junitxml={junit}", "-o", "junit_family=xunit2", *files])
+    if any(inner.alongside for inner in group):
+        cmd = ["nice", "-n", str(ALONGSIDE_NICENESS), *cmd]
     env = dict(os.environ, **{NS_ENV: "1"}, PATH=SESSION_PATH)
     env.pop("RAY_ADDRESS", None)
     env.pop("PYTEST_ADDOPTS", None)       # the outer run's options are not the inner run's
@@ -219,6 +221,10 @@ def _run_group(group: list[InnerRun]) -> GroupResult:
 # drivers past Ray's 3 s stop window and the recovery run past its bound. Modules alongside
 # (InnerRun.alongside) add one namespace each.
 NAMESPACES_AT_ONCE = 2
+# A module alongside yields the CPU to the other namespaces (niceness 0), whose Ray heads its
+# clusters slowed by a third when it ran at their priority (2026-12-06); the xdist workers stay
+# below it (tests/conftest.py THROUGHPUT_NICENESS, 10).
+ALONGSIDE_NICENESS = 5
 
 
 class _Background:
