@@ -107,11 +107,29 @@ def worker_group(rendered: dict) -> dict:
     return next(g for g in rendered["spec"]["workerGroupSpecs"] if g["groupName"] == GPU_GROUP)
 
 
+# The scenarios' trainer: it takes every GPU of the gang as verl's resource pools do, one
+# STRICT_PACK placement group per node of {"CPU": 1, "GPU": 1} bundles, one per GPU (verl v0.7.1
+# verl/single_controller/ray/base.py RayResourcePool.get_placement_groups), holds them for the run
+# and exits: each node's idle timer starts when the trainer lets go of it, as after a real run.
+# No worker process is started on the GPU nodes.
+TRAINER = """
+import sys, time
+import ray
+from ray.util.placement_group import placement_group
+nodes, gpus, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+ray.init(address="auto", logging_level="ERROR", log_to_driver=False)
+groups = [placement_group([{"CPU": 1, "GPU": 1}] * gpus, strategy="STRICT_PACK") for _ in range(nodes)]
+ray.get([group.ready() for group in groups], timeout=120)
+print(f"training on {nodes} GPU nodes", flush=True)
+time.sleep(seconds)
+"""
+
+
 def driver_plan(workdir: Path, run_id: str, nodes: int, rendered: dict, *, factor: int,
                 trainer_seconds: float, gpu_wait_seconds: float) -> dict:
     """A scenario's run driver (``driver_plan`` of the stand-in's config): the plan written as the
     RayJob's is (jobs/contract/run_plan.py), its times divided by ``factor``: a staging of a
-    second, then a trainer that uses no GPU (the request alone keeps the nodes)."""
+    second, then TRAINER holding all the gang's GPUs."""
     from jobs.contract.run_plan import Command, RunPlan
 
     gpus_per_node = int(worker_group(rendered)["rayStartParams"]["num-gpus"])
@@ -122,8 +140,8 @@ def driver_plan(workdir: Path, run_id: str, nodes: int, rendered: dict, *, facto
         checkpoint_dir=str(workdir / "checkpoints" / run_id),
         prepare=Command(argv=("python3", "-c", "import time; time.sleep(1)")),
         gpus=nodes * gpus_per_node, gpus_per_node=gpus_per_node, gpu_wait_seconds=gpu_wait_seconds / factor,
-        trainer=Command(argv=("python3", "-c", "import time; print('training', flush=True); "
-                                               f"time.sleep({trainer_seconds / factor})")),
+        trainer=Command(argv=("python3", "-c", TRAINER, str(nodes), str(gpus_per_node),
+                              str(trainer_seconds / factor))),
         deadline_seconds=None, max_restarts=0, stop_grace_seconds=1, gpu_poll_seconds=0.5)
     path = workdir / "plan.json"
     path.write_text(plan.to_json())
