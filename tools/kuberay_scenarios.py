@@ -135,12 +135,14 @@ def driver_plan(workdir: Path, run_id: str, nodes: int, rendered: dict, *, facto
     gpus_per_node = int(worker_group(rendered)["rayStartParams"]["num-gpus"])
     run_dir = workdir / "runs" / run_id
     run_dir.mkdir(parents=True)
+    trainer = workdir / "trainer.py"        # a plan's argv holds no newline (jobs/contract/run_plan.py)
+    trainer.write_text(TRAINER.lstrip())
     plan = RunPlan(
         run_id=run_id, attempt=1, framework="verl", run_dir=str(run_dir),
         checkpoint_dir=str(workdir / "checkpoints" / run_id),
         prepare=Command(argv=("python3", "-c", "import time; time.sleep(1)")),
         gpus=nodes * gpus_per_node, gpus_per_node=gpus_per_node, gpu_wait_seconds=gpu_wait_seconds / factor,
-        trainer=Command(argv=("python3", "-c", TRAINER, str(nodes), str(gpus_per_node),
+        trainer=Command(argv=("python3", str(trainer), str(nodes), str(gpus_per_node),
                               str(trainer_seconds / factor))),
         deadline_seconds=None, max_restarts=0, stop_grace_seconds=1, gpu_poll_seconds=0.5)
     path = workdir / "plan.json"
