@@ -46,6 +46,7 @@ Scenarios:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -381,7 +382,8 @@ def measure_kuberay(args) -> int:
     trainer = args.trainer_minutes * 60
     versions = [v for v in ksc.supported_ray_versions() if ksc.ray_python(v)]
     missing = sorted(set(ksc.supported_ray_versions()) - set(versions))
-    procs, bound = {}, 0.0
+    launches, bound = [], 0.0
+    procs: dict = {}
     try:
         for version in versions:
             python, rendered = ksc.ray_python(version), ksc.rendered_raycluster(version)
@@ -391,21 +393,23 @@ def measure_kuberay(args) -> int:
                            "start_seconds": min(bring_up, KUBERAY_START_SECONDS)}
                 name, workdir = f"{version}/{bring_up}", work / version / f"bring-up-{bring_up}"
                 workdir.mkdir(parents=True)
-                procs[name] = ksc.launch(
-                    python, workdir, tls, ksc.scaled_raycluster(rendered, keep_program_env=True, factor=1),
+                launches.append((name, workdir, functools.partial(
+                    ksc.launch, python, workdir, tls, ksc.scaled_raycluster(rendered, keep_program_env=True, factor=1),
                     version, factor=1, until="released", kill="holder",
                     kill_after_seconds=KUBERAY_KILL_AFTER_SECONDS,
                     max_seconds=KUBERAY_GPU_WAIT_SECONDS + bring_up + trainer + 900, **timings,
                     **ksc.driver_plan(workdir, "bench", args.nodes, rendered, factor=1, trainer_seconds=trainer,
-                                      gpu_wait_seconds=KUBERAY_GPU_WAIT_SECONDS))
+                                      gpu_wait_seconds=KUBERAY_GPU_WAIT_SECONDS))))
                 bound = max(bound, KUBERAY_GPU_WAIT_SECONDS + bring_up + trainer + 1200)
             longest = bring_ups[-1]
-            procs[f"{version}/control"] = ksc.launch(
-                python, work / version / "control", tls,
+            launches.append((f"{version}/control", work / version / "control", functools.partial(
+                ksc.launch, python, work / version / "control", tls,
                 ksc.scaled_raycluster(rendered, keep_program_env=False, factor=1), version, factor=1,
                 until="joined", nodes=args.nodes, settle_seconds=0, max_seconds=longest + 300,
                 pending_seconds=max(longest - KUBERAY_START_SECONDS, 0),
-                start_seconds=min(longest, KUBERAY_START_SECONDS))
+                start_seconds=min(longest, KUBERAY_START_SECONDS))))
+        procs.update(ksc.launch_in_turn(launches, starting_at_once=2, running_at_once=len(launches),
+                                        head_within=300))
         codes = ksc.finish(procs, bound)
         rows = [_kuberay_figures(ksc, standin, work, version, bring_up, codes[f"{version}/{bring_up}"])
                 for version in versions for bring_up in bring_ups]
