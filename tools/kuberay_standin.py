@@ -797,12 +797,11 @@ def start_driver(config: dict, standin: StandIn) -> subprocess.Popen:
             if kill and not killed and started and \
                     time.time() - started[0]["time"] >= standin.seconds(config.get("kill_after_seconds", 0)):
                 killed = True
+                holders = [pid for pid, cmd in _children(driver.pid) if "jobs.head.gpu_gang hold" in cmd]
                 if kill == "driver":
-                    holders = [pid for pid, cmd in _children(driver.pid) if "jobs.head.gpu_gang hold" in cmd]
                     driver.kill()
                     standin.record("driver_killed", pid=driver.pid, holders=holders)
                 else:
-                    holders = [pid for pid, cmd in _children(driver.pid) if "jobs.head.gpu_gang hold" in cmd]
                     for pid in holders:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGKILL)
