@@ -28,11 +28,11 @@ It talks to the GCS directly (``ray._raylet.GcsClient``), as ``request_resources
 is registered, nothing is scheduled.
 
 The driver's side (``GangHolder``) never takes the request for granted:
-  - it waits, at most CONFIRM_SECONDS, for the holder to confirm on its ``--ready-fd`` pipe
-    (``held``, or ``failed <code> <why>``), and otherwise ends the run at once with the cause:
-    7 NO_RAY (no GCS), 22 GANG_REQUEST_UNSUPPORTED (this Ray has no request API),
-    23 GANG_REQUEST_UNCONFIRMED (no answer in time, or the holder could not start); never a
-    GPU wait that times out blaming the capacity;
+  - it follows the holder's steps on its ``--ready-fd`` pipe (``loaded``, ``connected``, then
+    ``held`` or ``failed <code> <why>``), each within its own bound (CONFIRM_STEPS), and otherwise
+    ends the run at once with the cause: 7 NO_RAY (no GCS), 22 GANG_REQUEST_UNSUPPORTED (this Ray
+    has no request API), 23 GANG_REQUEST_UNCONFIRMED (a step not done in time, named, or the
+    holder could not start); never a GPU wait that times out blaming the capacity;
   - while the run runs, a watcher notices within WATCH_SECONDS that the holder died and starts
     another, which makes the request again (the run still needs its GPUs);
   - at the end, when the holder did not clear the request itself (it died, was killed, or failed
@@ -63,13 +63,28 @@ from jobs.contract.exit_codes import ExitCode
 
 # The v1 autoscaler's channel (ray/_private/ray_constants.py AUTOSCALER_RESOURCE_REQUEST_CHANNEL).
 V1_REQUEST_KEY = b"autoscaler_resource_request"
-# The GCS calls take at most 10 s each (their timeouts below) after Python and Ray's modules load:
-# a holder that has said nothing after this long never will.
-CONFIRM_SECONDS = 45.0
+# The holder's steps, each said on the driver's pipe when done, and the bound the driver gives each
+# (measured 2026-12-06 on the 2-core test machine, Ray 2.54.0 and 2.49.2 alike). No GPU node is
+# asked for before the last step, so a generous bound on the first two costs no GPU time; a step
+# past its bound is a holder that hangs, and the error names the step.
+CONFIRM_STEPS: tuple[tuple[str, str, float], ...] = (
+    # (what the holder says when the step is done, what the step does, its bound in seconds)
+    # Python starts and imports Ray: 0.5 s on an idle machine; the bound leaves room for a head
+    # whose CPUs are busy with the run's own CPU work.
+    ("loaded", "load Ray's modules", 60.0),
+    # GcsClient() gives up on a GCS that does not answer after 35.3 s (Ray's default
+    # py_gcs_connect_timeout_s, 30 s; measured with nothing listening), then the autoscaler's
+    # key is read with timeout=10: 45 s at most, bound 60 s.
+    ("connected", "connect to the Ray GCS", 60.0),
+    # One request call, timeout 10 s (GangRequest.request), then ``held``.
+    ("held", "make the GPU request", 20.0),
+)
+CONFIRM_SECONDS = sum(bound for _, _, bound in CONFIRM_STEPS)
 # How often the driver's side checks that its holder lives.
 WATCH_SECONDS = 1.0
-# The bound on the fallback `release` at the driver's end (one GCS connection and call).
-FALLBACK_SECONDS = 30.0
+# The bound on the fallback `release` at the driver's end: a GCS connection (35.3 s to give up,
+# above), the autoscaler's key and the clearing call (timeout 10 s each): 55 s at most.
+FALLBACK_SECONDS = 60.0
 # A request that could not be made again is tried again this much later.
 RETRY_SECONDS = 5.0
 
@@ -146,13 +161,15 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def _tell(ready_fd: int | None, line: str) -> None:
-    """One line to the driver's confirmation pipe, then close it (it says one thing)."""
+def _tell(ready_fd: int | None, line: str, *, last: bool = True) -> None:
+    """One line to the driver's confirmation pipe: a step done, or (last) the answer, after which
+    the pipe is closed."""
     if ready_fd is None:
         return
     with contextlib.suppress(OSError):
         os.write(ready_fd, (line.replace("\n", " ") + "\n").encode())
-        os.close(ready_fd)
+        if last:
+            os.close(ready_fd)
 
 
 def hold(nodes: int, gpus_per_node: int, address: str | None, ready_fd: int | None = None) -> int:
@@ -167,7 +184,12 @@ def hold(nodes: int, gpus_per_node: int, address: str | None, ready_fd: int | No
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
     try:
+        # The modules the next steps use, loaded before the GCS steps' bounds start.
+        import ray._private.services
+        import ray._raylet  # noqa: F401
+        _tell(ready_fd, "loaded", last=False)
         gang = GangRequest(gcs_address(address))
+        _tell(ready_fd, "connected", last=False)
         gang.request(nodes, gpus_per_node)
     except RequestUnsupported as exc:
         code, why = ExitCode.GANG_REQUEST_UNSUPPORTED, str(exc)
@@ -248,12 +270,13 @@ class GangHolder:
     def __init__(self, nodes: int, gpus_per_node: int, *,
                  on_event: Callable[..., None] | None = None,
                  stop_seen: Callable[[int | None], bool] | None = None,
-                 confirm_seconds: float = CONFIRM_SECONDS, watch_seconds: float = WATCH_SECONDS,
-                 fallback_seconds: float = FALLBACK_SECONDS):
+                 confirm_steps: tuple[tuple[str, str, float], ...] = CONFIRM_STEPS,
+                 watch_seconds: float = WATCH_SECONDS, fallback_seconds: float = FALLBACK_SECONDS):
         self.nodes, self.gpus_per_node = nodes, gpus_per_node
         self.on_event = on_event or (lambda name, **fields: None)
         self.stop_seen = stop_seen or (lambda code: False)
-        self.confirm_seconds, self.watch_seconds = confirm_seconds, watch_seconds
+        self.confirm_steps, self.watch_seconds = confirm_steps, watch_seconds
+        self.confirm_seconds = sum(bound for _, _, bound in confirm_steps)
         self.fallback_seconds = fallback_seconds
         self.proc: subprocess.Popen | None = None
         self.remade = 0
@@ -318,22 +341,32 @@ class GangHolder:
             self.fallback_exit_code = None
 
     def _answer(self, read_end: int, proc: subprocess.Popen) -> str:
-        """The holder's one line, or why there is none (it exited, or said nothing in time)."""
-        deadline = time.monotonic() + self.confirm_seconds
+        """The holder's answer line, or why there is none: it exited, or a step was not done
+        within its bound (the step named, with how long the holder had run)."""
+        started = time.monotonic()
+        lines: list[str] = []
         data = b""
-        while b"\n" not in data:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return (f"the gang holder did not confirm the GPU request within "
-                        f"{self.confirm_seconds:.0f}s")
-            readable, _, _ = select.select([read_end], [], [], min(left, 0.5))
-            if readable:
-                chunk = os.read(read_end, 4096)
-                if not chunk:
-                    code = proc.wait()
-                    return f"the gang holder exited {code} before confirming the GPU request"
-                data += chunk
-        return data.split(b"\n", 1)[0].decode(errors="replace").strip()
+        for said, doing, bound in self.confirm_steps:
+            deadline = time.monotonic() + bound
+            while b"\n" not in data:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    done = f" ({', '.join(lines)} before)" if lines else ""
+                    return (f"the gang holder did not {doing} within {bound:.0f}s{done}: no "
+                            f"answer to the GPU request after {time.monotonic() - started:.0f}s")
+                readable, _, _ = select.select([read_end], [], [], min(left, 0.5))
+                if readable:
+                    chunk = os.read(read_end, 4096)
+                    if not chunk:
+                        code = proc.wait()
+                        return f"the gang holder exited {code} before confirming the GPU request"
+                    data += chunk
+            line, _, data = data.partition(b"\n")
+            text = line.decode(errors="replace").strip()
+            if text != said:              # ``failed <code> <why>``, whichever step it ends
+                return text
+            lines.append(text)
+        return lines[-1]
 
     @staticmethod
     def _stop(proc: subprocess.Popen) -> None:

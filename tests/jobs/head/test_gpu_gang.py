@@ -175,12 +175,16 @@ def _fake_holder(tmp_path: Path) -> Path:
     holder's own code, GangRequest included, runs unchanged)."""
     shim = tmp_path / "shim"
     (shim / "ray" / "_private").mkdir(parents=True)
-    (shim / "ray" / "__init__.py").write_text("from ray import _raylet\n")
+    (shim / "ray" / "__init__.py").write_text(
+        "import os, time\n"
+        "if os.environ.get('GANG_SHIM_MODE') == 'hang-import':\n    time.sleep(600)\n"
+        "from ray import _raylet\n")
     (shim / "ray" / "_private" / "__init__.py").write_text("")
     (shim / "ray" / "_private" / "services.py").write_text(
         "def canonicalize_bootstrap_address_or_die(address):\n    return '127.0.0.1:6379'\n")
     # GANG_SHIM_MODE: "ok"; "unreachable" (no GCS answers); "no-api" (a Ray whose GCS client has
-    # no resource request call); "hang" (the client never answers).
+    # no resource request call); "hang" (the client never connects); "hang-import" (importing Ray
+    # never ends); "hang-request" (the request call never returns).
     (shim / "ray" / "_raylet.py").write_text(textwrap.dedent(f"""
         import json, os, time
         GCS_AUTOSCALER_V2_ENABLED_KEY = "__autoscaler_v2_enabled"
@@ -199,6 +203,8 @@ def _fake_holder(tmp_path: Path) -> Path:
                 return b"1" if (key, namespace) == (b"__autoscaler_v2_enabled", b"__autoscaler") else None
             def request_cluster_resource_constraint(self, bundles, selectors, counts, timeout_s=None):
                 # (its docstring, below, names label_selectors as Ray 2.54's does)
+                if MODE == "hang-request":
+                    time.sleep(600)
                 with open({str(tmp_path / "requests.jsonl")!r}, "a") as f:
                     f.write(json.dumps([bundles, selectors, counts]) + "\\n")
             request_cluster_resource_constraint.__doc__ = "(self, bundles, label_selectors, count_array)"

@@ -50,16 +50,40 @@ def test_a_request_that_cannot_be_made_fails_at_once_naming_the_cause(tmp_path, 
     assert _requests(tmp_path) == []
 
 
-def test_a_holder_that_never_answers_is_stopped_at_the_bound(tmp_path, shim_env):
-    shim_env("hang")
+@pytest.mark.parametrize("mode,words", [
+    ("hang-import", "did not load Ray's modules within 2s: no answer to the GPU request after 2s"),
+    ("hang", "did not connect to the Ray GCS within 3s (loaded before): no answer to the GPU "
+             "request after 3s"),
+    ("hang-request", "did not make the GPU request within 4s (loaded, connected before): no answer "
+                     "to the GPU request after 4s"),
+])
+def test_a_holder_that_hangs_is_stopped_at_its_step_bound_naming_the_step(tmp_path, shim_env, mode, words):
+    """Each step has its own bound (CONFIRM_STEPS), and the error names the step the holder hung
+    in: a holder that is merely slow to load Ray is not cut off by the GCS calls' bound."""
+    shim_env(mode)
     started = time.monotonic()
+    steps = (("loaded", "load Ray's modules", 2.0), ("connected", "connect to the Ray GCS", 3.0),
+             ("held", "make the GPU request", 4.0))
+    stops = {"hang-import": 2.0, "hang": 3.0, "hang-request": 4.0}[mode]   # each bound from the step before
     with pytest.raises(GangRequestError) as caught:
-        GangHolder.start(4, 8, confirm_seconds=2, fallback_seconds=2)
+        GangHolder.start(4, 8, confirm_steps=steps, fallback_seconds=2)
     assert caught.value.code == ExitCode.GANG_REQUEST_UNCONFIRMED
-    assert "did not confirm the GPU request within 2s" in caught.value.message
+    assert words in caught.value.message, caught.value.message
     # A silent holder may have made the request: the bounded fallback release was tried too
-    # (here it hangs like the GCS does, and is given up after its bound).
-    assert time.monotonic() - started < 20
+    # (here it hangs like the holder did, and is given up after its 2 s bound).
+    assert stops + 2 <= time.monotonic() - started < stops + 2 + 20
+
+
+def test_the_step_bounds_cover_ray_giving_up_on_a_gcs_that_does_not_answer():
+    """The connect step's bound is above the GCS client's own give-up time plus the autoscaler
+    key's 10 s call (measured 35.3 s on Ray 2.54.0 and 2.49.2 with nothing listening), so a
+    GCS that does not answer ends as Ray's NO_RAY error, not as a holder taken for hung."""
+    from jobs.head.gpu_gang import CONFIRM_STEPS, FALLBACK_SECONDS
+
+    bounds = {said: bound for said, _, bound in CONFIRM_STEPS}
+    assert list(bounds) == ["loaded", "connected", "held"]
+    assert bounds["connected"] > 35.3 + 10 and bounds["held"] > 10
+    assert FALLBACK_SECONDS > 35.3 + 10 + 10
 
 
 class RefusedHooks(FakeHooks):
