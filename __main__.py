@@ -21,6 +21,7 @@ from components.kuberay import KubeRay, kuberay_args
 from components.networks import GpuNetworks, gpu_networks_args
 from components.node_service_account import NodeServiceAccount, node_service_account_args
 from components.project_services import ProjectServices, project_services_args
+from components.releases import keep_deployed_release, release_change_warning
 from components.replacements import (
     IDENTITY_OUTPUT,
     compare,
@@ -35,13 +36,18 @@ from components.storage import SharedStorage, shared_storage_args
 # Raises ConfigError (a pulumi.RunError: printed without a traceback) listing every problem,
 # before any resource exists.
 config = load_stack_config(*read_pulumi_config(), stack=pulumi.get_stack())
+# The stack's last outputs (an engine call, no resource): what a change replaces, and the
+# framework release it was deployed with, which it keeps until job.release says otherwise.
+deployed = read_deployed()
+config, kept_release = keep_deployed_release(config, deployed.run_spec)
+if kept_release:
+    pulumi.log.info(kept_release)
 spec = spec_from_config(config)
 if config.job.enabled:
     require_preflight(preflight_findings(config, spec))
 # What this config would replace of the deployed stack, before anything is registered: a data
 # store only with storage.allowDataLoss; node pools and networks under a live run, said.
 identity = stack_identity(config)
-deployed = read_deployed()
 replacements = compare(deployed.identity, identity)
 refused = data_loss_problems(replacements, config.storage.allow_data_loss)
 if refused:
@@ -49,6 +55,9 @@ if refused:
 for warning in run_warnings(replacements, deployed.checkpoint_dir or spec.checkpoint_dir,
                             config.storage.allow_data_loss):
     pulumi.log.warn(warning)
+moved = release_change_warning(config, spec, deployed.run_spec, deployed.checkpoint_dir)
+if moved:
+    pulumi.log.warn(moved)
 if deployed.unread:
     pulumi.log.info(f"replacements not checked: {deployed.unread}")
 if config.storage.allow_data_loss:

@@ -75,6 +75,7 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
     """The run plan file (JSON) the driver reads on the head: the rendered trainer, the stages
     and the budgets of gke-grpo:job."""
     from components.health_gate import health_plan
+    from components.run_spec import capacity_end
     from jobs.contract.layout import DATA_LAYOUT
     from jobs.plan.after_training import after_training_commands
     from jobs.plan.plan_builder import build_plan
@@ -98,29 +99,6 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
                       # the Hugging Face export and the test-split evaluation after training
                       after_training=after_training_commands(spec, job.evaluate,
                                                              job.export.hub_repo)).to_json()
-
-
-def capacity_end(spec: GrpoSpec, config: StackConfig) -> dict[str, Any] | None:
-    """The plan's ``capacity_end`` (jobs/plan/capacity_end.py) from the stack's capacity sources:
-    the flex-start source's node lifetime (GKE's 7 days when unset, as on Autopilot) and each
-    reservation's configured end; None when no source ends on schedule."""
-    from components.config.timeformats import rfc3339
-    from jobs.contract.capacity_end import FLEX_START_DEFAULT_MAX_RUN_SECONDS
-    from jobs.plan.capacity_end import capacity_end_plan
-
-    flex: int | None = None
-    reservations: dict[str, float] = {}
-    for source in config.capacity.sources:
-        if source.kind == "flexStart":
-            flex = source.max_run_duration_seconds or FLEX_START_DEFAULT_MAX_RUN_SECONDS
-        elif source.reservation is not None and source.reservation.end_time is not None:
-            ends_at = rfc3339(source.reservation.end_time)
-            if ends_at is not None:    # the config's type has checked it
-                name = source.reservation.name
-                reservations[name] = min(reservations.get(name, ends_at.timestamp()), ends_at.timestamp())
-    tier = config.storage.lustre.throughput_tier if config.storage.lustre else None
-    return capacity_end_plan(spec, flex_start_max_run_seconds=flex, reservation_ends=reservations,
-                             lustre_tier_mbps_per_tib=tier)
 
 
 def submitter_pod_template(ray_version: str, node_selector: dict[str, str]) -> dict[str, Any]:

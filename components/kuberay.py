@@ -35,7 +35,7 @@ from components.ray_pods import (
     worker_resources,
 )
 from components.ray_rbac import pod_accounts
-from components.versions import ImageRow, load_versions
+from components.versions import ImageRow, load_versions, stack_row
 
 if TYPE_CHECKING:
     from components.cluster import GkeCluster
@@ -129,12 +129,7 @@ def allocate_timeout_note(allocate_timeout_seconds: int, gpu_wait_seconds: int) 
 
 
 def image_row(config: StackConfig) -> ImageRow:
-    versions = load_versions()
-    if config.kuberay.image:
-        row = versions.by_image(config.kuberay.image)
-        assert row is not None, "the config accepts only a kuberay.image of the versions table"
-        return row
-    return versions.for_framework(config.job.framework)
+    return stack_row(config.job.framework, config.job.release, config.kuberay.image)
 
 
 def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeCluster,

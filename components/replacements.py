@@ -280,6 +280,7 @@ class Deployed:
     identity: dict[str, Any] | None     # deployedIdentity of the stack's last update
     checkpoint_dir: str | None          # runCheckpointDir: where a stopped run resumes from
     unread: str | None                  # why nothing could be compared, or None
+    run_spec: dict[str, Any] | None = None   # runSpec: the deployed run (components/releases.py)
 
 
 def deployed_from_outputs(outputs: Any) -> Deployed:
@@ -287,10 +288,12 @@ def deployed_from_outputs(outputs: Any) -> Deployed:
     outputs = outputs if isinstance(outputs, dict) else {}
     identity = outputs.get(IDENTITY_OUTPUT)
     checkpoint = outputs.get("runCheckpointDir")
+    run_spec = outputs.get("runSpec")
+    run_spec = run_spec if isinstance(run_spec, dict) else None
     if not isinstance(identity, dict):
         return Deployed(None, None, "the stack has no deployedIdentity output yet (never deployed, "
-                                    "or by an older version of this program)")
-    return Deployed(identity, checkpoint if isinstance(checkpoint, str) else None, None)
+                                    "or by an older version of this program)", run_spec)
+    return Deployed(identity, checkpoint if isinstance(checkpoint, str) else None, None, run_spec)
 
 
 def read_deployed() -> Deployed:

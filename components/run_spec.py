@@ -11,9 +11,10 @@ the command `python -m tools.run_spec STACK` (tools/run_spec.py).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from components.config import NOT_SHOWN, OFFLINE_SECRET_KEYS, ConfigError, Problem, StackConfig, load_stack_config
-from components.versions import load_versions
+from components.versions import stack_row
 from jobs.contract.spec import GrpoSpec
 from jobs.plan.findings import Finding
 from jobs.plan.stack_file import ConfigFileError, read_stack_file, stack_file_path
@@ -48,7 +49,20 @@ def preflight_findings(config: StackConfig, spec: GrpoSpec) -> list[Finding]:
     models = {source.provisioning_model for source in config.capacity.sources}
     source = next(m for m in ("spot", "flex-start", "reservation") if m in models)
     tier = config.storage.lustre.throughput_tier if config.storage.lustre else None
-    return check(spec) + checkpoint_interval_findings(spec, source, lustre_tier_mbps_per_tib=tier)
+    return (check(spec) + checkpoint_interval_findings(spec, source, lustre_tier_mbps_per_tib=tier)
+            + release_findings(config, spec))
+
+
+def release_findings(config: StackConfig, spec: GrpoSpec) -> list[Finding]:
+    """What the chosen release cannot do that the stack's capacity asks of it."""
+    row = stack_row(config.job.framework, config.job.release, config.kuberay.image)
+    if row.verl_saves_before_capacity_end or capacity_end(spec, config) is None:
+        return []
+    return [Finding("warning", "gke-grpo:job.release", (
+        f"{row.id}'s default trainer (verl's V1 trainer, trainer.use_v1) never saves before its "
+        "capacity ends (it does not call should_save_ckpt_esi): a flex-start node or reservation "
+        "that ends on schedule stops the run, and its next attempt resumes from the last "
+        "periodic checkpoint (job.checkpointEverySteps); verl-0.7.1 saves before the end"))]
 
 
 def preflight_errors(findings: list[Finding]) -> ConfigError | None:
@@ -60,9 +74,7 @@ def preflight_errors(findings: list[Finding]) -> ConfigError | None:
 def spec_from_config(config: StackConfig) -> GrpoSpec:
     """The run the stack's job config describes."""
     job = config.job
-    versions = load_versions()
-    row = versions.by_image(config.kuberay.image) if config.kuberay.image else None
-    row = row or versions.for_framework(job.framework)
+    row = stack_row(job.framework, job.release, config.kuberay.image)
     gpu_memory = {"nvidia-b200": 180, "nvidia-h200-141gb": 141}[config.gpu.type]
     lustre = config.storage.lustre if config.storage.kind == "lustre" else None
     return GrpoSpec(
@@ -96,3 +108,26 @@ def spec_from_config(config: StackConfig) -> GrpoSpec:
         sequence_packing=job.sequence_packing,
         attempt=job.attempt, memory_check=job.memory_check,
     )
+
+
+def capacity_end(spec: GrpoSpec, config: StackConfig) -> dict[str, Any] | None:
+    """The plan's ``capacity_end`` (jobs/plan/capacity_end.py) from the stack's capacity sources:
+    the flex-start source's node lifetime (GKE's 7 days when unset, as on Autopilot) and each
+    reservation's configured end; None when no source ends on schedule."""
+    from components.config.timeformats import rfc3339
+    from jobs.contract.capacity_end import FLEX_START_DEFAULT_MAX_RUN_SECONDS
+    from jobs.plan.capacity_end import capacity_end_plan
+
+    flex: int | None = None
+    reservations: dict[str, float] = {}
+    for source in config.capacity.sources:
+        if source.kind == "flexStart":
+            flex = source.max_run_duration_seconds or FLEX_START_DEFAULT_MAX_RUN_SECONDS
+        elif source.reservation is not None and source.reservation.end_time is not None:
+            ends_at = rfc3339(source.reservation.end_time)
+            if ends_at is not None:    # the config's type has checked it
+                name = source.reservation.name
+                reservations[name] = min(reservations.get(name, ends_at.timestamp()), ends_at.timestamp())
+    tier = config.storage.lustre.throughput_tier if config.storage.lustre else None
+    return capacity_end_plan(spec, flex_start_max_run_seconds=flex, reservation_ends=reservations,
+                             lustre_tier_mbps_per_tib=tier)

@@ -7,4 +7,12 @@ nothing of components/); the program keeps importing it from here.
 from jobs.plan.image_refs import image_reference_problem
 from jobs.plan.versions import VERSIONS_FILE, ImageRow, VersionsTable, load_versions
 
-__all__ = ["VERSIONS_FILE", "ImageRow", "VersionsTable", "image_reference_problem", "load_versions"]
+__all__ = ["VERSIONS_FILE", "ImageRow", "VersionsTable", "image_reference_problem", "load_versions", "stack_row"]
+
+
+def stack_row(framework: str, release: str | None, image: str | None) -> ImageRow:
+    """The row a stack runs: job.release, else the row of kuberay.image, else the framework's
+    default (the first listed). The config rules have checked both keys (components/config/rules.py)."""
+    versions = load_versions()
+    row = (versions.by_id(release) if release else None) or (versions.by_image(image) if image else None)
+    return row or versions.for_framework(framework)

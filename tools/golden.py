@@ -1,32 +1,72 @@
-"""Regenerates the golden preview files (tests/golden/<stack>.json). Run on purpose only:
+"""Regenerates the golden preview files (tests/golden/<name>.json). Run on purpose only:
 
-    python -m tools.golden [STACK ...]
+    python -m tools.golden [NAME ...]
 
 Tests never write these files; they fail with a unified diff when the preview changes, and the
 regenerated file then shows the change to reviewers in the pull request.
+
+One golden per committed stack, and one per older supported release on that stack's config
+(``GOLDENS``): a deployed stack on an older release keeps a reviewed preview, and the KubeRay
+scenarios run the RayCluster of every supported Ray version from these files
+(tools/kuberay_scenarios.py ``rendered_raycluster``).
 """
 
+import copy
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
-from tools.preview import ROOT, render_json, run_preview
-
+ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = ROOT / "tests" / "golden"
+# name -> (stack, config changes: full config key with a dotted path into its object -> value)
+GOLDENS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dev": ("dev", {}),
+    "prod": ("prod", {}),
+    "dev-verl-0.7.1": ("dev", {"gke-grpo:job.release": "verl-0.7.1"}),
+    # v0.5.0's 32B recipe sets logprob_batch_size 2 (v0.7.0's follows the micro batch).
+    "prod-nemo-rl-0.5.0": ("prod", {"gke-grpo:job.release": "nemo-rl-0.5.0",
+                                    "gke-grpo:job.logProbMicroBatchSizePerGpu": 2}),
+}
 STACKS = ("dev", "prod")
 
 
-def golden_path(stack: str) -> Path:
-    return GOLDEN_DIR / f"{stack}.json"
+def golden_path(name: str) -> Path:
+    return GOLDEN_DIR / f"{name}.json"
+
+
+def golden_config(name: str) -> tuple[str, dict[str, str], set[str]]:
+    """(stack, raw config as the engine passes it, secret keys) of a golden."""
+    from tools.preview import read_config_file
+
+    stack, changes = GOLDENS[name]
+    raw, secret_keys = read_config_file(ROOT / f"Pulumi.{stack}.yaml")
+    for dotted, value in changes.items():
+        key, _, path = dotted.partition(".")
+        document = json.loads(raw[key])
+        target = document
+        parts = path.split(".")
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+        target[parts[-1]] = copy.deepcopy(value)
+        raw[key] = json.dumps(document)
+    return stack, raw, secret_keys
 
 
 def main(argv: list[str]) -> int:
-    for stack in argv or STACKS:
-        result = run_preview(stack)
+    from tools.preview import render_json, run_with_config
+
+    unknown = [name for name in argv if name not in GOLDENS]
+    if unknown:
+        print(f"unknown golden {', '.join(unknown)}: one of {', '.join(GOLDENS)}", file=sys.stderr)
+        return 2
+    for name in argv or GOLDENS:
+        result = run_with_config(*golden_config(name))
         if result.error or result.unknown_inputs:
-            print(f"{stack}: preview failed: {result.error or result.unknown_inputs}", file=sys.stderr)
+            print(f"{name}: preview failed: {result.error or result.unknown_inputs}", file=sys.stderr)
             return 1
-        golden_path(stack).write_text(render_json(result))
-        print(f"wrote {golden_path(stack).relative_to(ROOT)} ({len(result.resources)} resources)")
+        golden_path(name).write_text(render_json(result))
+        print(f"wrote {golden_path(name).relative_to(ROOT)} ({len(result.resources)} resources)")
     return 0
 
 

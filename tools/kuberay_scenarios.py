@@ -50,10 +50,13 @@ def ray_python(version: str) -> str | None:
 
 
 def rendered_raycluster(version: str) -> dict:
-    """The RayCluster of the stack whose Ray is ``version``, as the program renders it (the
-    committed golden preview; tests/test_golden.py keeps it equal to the program's output)."""
-    for stack in ("dev", "prod"):
-        preview = json.loads((ROOT / "tests" / "golden" / f"{stack}.json").read_text())
+    """The RayCluster of a stack whose Ray is ``version``, as the program renders it (the first
+    committed golden preview with that Ray: the stacks, then the older releases on their configs;
+    tests/tools/test_preview.py keeps each equal to the program's output)."""
+    from tools.golden import GOLDENS, golden_path
+
+    for name in GOLDENS:
+        preview = json.loads(golden_path(name).read_text())
         for resource in preview["resources"]:
             if resource["type"].endswith(":RayCluster") and resource["inputs"]["spec"]["rayVersion"] == version:
                 return resource["inputs"]

@@ -309,6 +309,24 @@ class _Rules(_GpuRules):
         elif self.job is not None and row.framework != self.job.framework:
             self.add("kuberay.image", image, f"an image for job.framework {self.job.framework!r} "
                      f"(this one is for {row.framework!r})", reads=("job.framework",))
+        elif self.job is not None and self.job.release is not None and row.id != self.job.release:
+            self.add("kuberay.image", image, f"the image of job.release {self.job.release} "
+                     f"(this one is {row.id}'s): set one of the two", reads=("job.release",))
+
+    def _check_release(self, j: JobConfig) -> None:
+        from components.versions import load_versions
+
+        if j.release is None:      # its form is checked by its type (types.ReleaseId)
+            return
+        versions = load_versions()
+        row = versions.by_id(j.release)
+        if row is None:
+            self.add("job.release", j.release, "a row of the supported-versions table "
+                     "(data/versions.yaml): " + ", ".join(r.id for r in versions.images))
+        elif row.framework != j.framework:
+            ids = ", ".join(r.id for r in versions.rows_for(j.framework))
+            self.add("job.release", j.release, f"a release of job.framework {j.framework!r} "
+                     f"({ids}); {row.id} is {row.framework}'s", reads=("job.framework",))
 
     def _check_worker(self, k: KubeRayConfig) -> None:
         worker = k.worker
@@ -445,6 +463,7 @@ class _Rules(_GpuRules):
 
     # ---- job ----------------------------------------------------------------------------------
     def _check_job(self, j: JobConfig) -> None:
+        self._check_release(j)
         self._check_capacity_outlives_a_checkpoint(j)
         if (j.total_steps is None) == (j.total_epochs is None):
             self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "

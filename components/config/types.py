@@ -170,6 +170,13 @@ BUCKET_NAME_RULE = ("3-63 characters: lowercase letters, digits, hyphens, unders
                     "containing \"google\"")
 BucketName = Annotated[str, _why(bucket_name_problem), _schema(_BUCKET.pattern, 63)]
 
+# A row id of data/versions.yaml: the framework, then its version (verl-0.9.1, nemo-rl-0.7.0).
+# That the row exists and is for job.framework is a rule (rules.py): it reads the table.
+_RELEASE = re.compile(r"^[a-z][a-z-]*-[0-9]+(\.[0-9]+)*$")
+ReleaseId = Annotated[str, _rule(
+    lambda v: bool(_RELEASE.fullmatch(v)), "a row id of data/versions.yaml: the framework and its "
+    "version, such as verl-0.9.1 or nemo-rl-0.7.0"), _schema(_RELEASE.pattern)]
+
 _EXPERIMENT_NAME = re.compile(r"^[a-z0-9][-a-z0-9_.]{0,62}$")
 ExperimentName = Annotated[str, _rule(
     lambda v: bool(_EXPERIMENT_NAME.fullmatch(v)), "1-63 characters: lowercase letters, digits, '-', "

@@ -62,11 +62,14 @@ NODE_DEATH_PATTERNS = tuple(re.compile(p) for p in (
     r"failed due to node preemption",
 ))
 # Ray's memory monitor killed a worker (raylet: "Task was killed due to the node running low on
-# memory." -> ray.exceptions.OutOfMemoryError), or CUDA ran out of memory (PyTorch
+# memory." up to Ray 2.54; "%d worker(s) were killed due to the node running low on memory. %s, %s"
+# in Ray 2.55.1's raylet, read from the wheel's binary 2026-12-06; both
+# -> ray.exceptions.OutOfMemoryError), or CUDA ran out of memory (PyTorch
 # c10/cuda/CUDACachingAllocator.cpp: "CUDA out of memory. Tried to allocate ...", raised as
 # torch.OutOfMemoryError). Either repeats on the same nodes with the same configuration.
 OOM_PATTERNS = tuple(re.compile(p) for p in (
     r"Task was killed due to the node running low on memory",
+    r"worker\(s\) were killed due to the node running low on memory",
     r"\bray\.exceptions\.OutOfMemoryError\b",
     r"CUDA out of memory",
     r"\btorch\.(?:cuda\.)?OutOfMemoryError\b",

@@ -27,14 +27,17 @@ from jobs.contract.run_plan import PYTHON, Command
 from jobs.contract.spec import GrpoSpec
 
 EVALUATE_MODES = re.compile(r"^(none|final|every-([1-9][0-9]*))$")
-# NeMo RL v0.5.0's vLLM interpreter in its image: prefetch_venvs.py creates one venv per actor
+# NeMo RL's vLLM interpreter in its image (v0.5.0; the same at v0.7.0: NEMO_RL_VENV_DIR
+# /opt/ray_venvs in docker/Dockerfile, the worker class nemo_rl.models.generation.vllm.vllm_worker.
+# VllmGenerationWorker in ray_actor_environment_registry.py, read 2026-12-06): prefetch_venvs.py creates one venv per actor
 # class under NEMO_RL_VENV_DIR (/opt/ray_venvs, docker/Dockerfile), named by the class's path
 # (nemo_rl/utils/venvs.py create_local_venv), and NeMo RL starts its vLLM workers with that
 # python as the runtime_env's py_executable (nemo_rl/distributed/worker_groups.py): the image's
 # default /opt/nemo_rl_venv is synced without the vllm extra.
 NEMO_RL_VLLM_PYTHON = ("/opt/ray_venvs/nemo_rl.models.generation.vllm.vllm_worker."
                        "VllmGenerationWorker/bin/python")
-# grpo_math_1B.yaml at v0.5.0: data.prompt_file (relative to the NeMo RL workdir).
+# grpo_math_1B.yaml: data.prompt_file at v0.5.0, data.default.prompt_file at v0.7.0, the same
+# file (relative to the NeMo RL workdir).
 NEMO_RL_DEFAULT_PROMPT_FILE = "examples/prompts/cot.txt"
 # The share of one GPU the bf16 weights may take, leaving vLLM room for activations and KV.
 WEIGHTS_SHARE_OF_GPU = 0.6
@@ -49,12 +52,12 @@ def every_steps(evaluate: str, checkpoint_every_steps: int) -> int | None:
 
 
 def nemo_rl_prompt_file(spec: GrpoSpec, workdir: str) -> str | None:
-    """The prompt file the NeMo RL trainer reads: data.prompt_file from extraOverrides, else
-    grpo_math_1B.yaml's; relative paths are the image workdir's, as the trainer resolves them."""
+    """The prompt file the NeMo RL trainer reads: data.prompt_file (v0.5.0) or
+    data.default.prompt_file (v0.7.0) from extraOverrides, else grpo_math_1B.yaml's; relative paths are the image workdir's, as the trainer resolves them."""
     value: str | None = NEMO_RL_DEFAULT_PROMPT_FILE
     for override in spec.extra_overrides:
         key, _, text = override.lstrip("+").partition("=")
-        if key == "data.prompt_file":
+        if key in ("data.prompt_file", "data.default.prompt_file"):
             text = text.strip().strip("'\"")
             value = None if text in ("null", "None", "") else text
     if value is None:

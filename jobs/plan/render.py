@@ -49,7 +49,7 @@ import dataclasses
 import math
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.contract.capacity_end import NEMO_RL_SAVE_BY_ENV, VERL_EXPIRATION_ENV
 from jobs.contract.converters import NEMO_RL_SAVE_CONSOLIDATED_OVERRIDE, VERL_SAVE_CONTENTS_OVERRIDE
@@ -59,6 +59,9 @@ from jobs.contract.records import TENSORBOARD_ENV, run_dir, tensorboard_dir
 from jobs.contract.run_plan import JOB_STOP_WAIT_ENV, JOB_STOP_WAIT_SECONDS
 from jobs.contract.spec import GrpoSpec
 from jobs.plan.interpolations import refused_resolvers
+
+if TYPE_CHECKING:
+    from jobs.plan.versions import ImageRow
 
 PROJECT_NAME = "gke-grpo"
 
@@ -247,10 +250,24 @@ def verl_tensorboard_override(spec: GrpoSpec, capacity_end: bool = False) -> str
     ``capacity_end``: the capacity's end the driver sets per start goes along the same way, as
     verl's should_save_ckpt_esi reads it in the actor (jobs/contract/capacity_end.py); without
     the driver it is empty, which that function reads as no end."""
+    row = release_row(spec)
     ref = tensorboard_env_reference(spec)
+    capacity_end = capacity_end and row.verl_saves_before_capacity_end
     expiration = f",{VERL_EXPIRATION_ENV}:${{oc.env:{VERL_EXPIRATION_ENV},\"\"}}" if capacity_end else ""
-    return (f"+ray_kwargs.ray_init.runtime_env='${{oc.create:{{env_vars:{{TENSORBOARD_DIR:{ref},"
+    # verl 0.9.1 defines ray_kwargs.ray_init.runtime_env (py_executable: null), and `+` cannot
+    # add a key that exists; `++` replaces the node (data/versions.yaml
+    # verl_runtime_env_in_config). 0.7.1 keeps `+`: its rendered command, and so its RayJob, stay
+    # as deployed.
+    prefix = "++" if row.verl_runtime_env_in_config else "+"
+    return (f"{prefix}ray_kwargs.ray_init.runtime_env='${{oc.create:{{env_vars:{{TENSORBOARD_DIR:{ref},"
             f"{TENSORBOARD_ENV}:{ref}{expiration}}}}}}}'")
+
+
+def release_row(spec: GrpoSpec) -> ImageRow:
+    """The data/versions.yaml row of the spec's framework release (UnsupportedRelease otherwise)."""
+    from jobs.plan.versions import load_versions  # lazily: PyYAML
+
+    return load_versions().for_release(spec.framework, spec.framework_version)
 
 
 def capacity_end_overrides(spec: GrpoSpec, margin_seconds: float | None) -> tuple[str, ...]:
@@ -265,6 +282,10 @@ def capacity_end_overrides(spec: GrpoSpec, margin_seconds: float | None) -> tupl
     if margin_seconds is None:
         return ()
     if spec.framework == "verl":
+        # verl 0.9.1's default (V1) trainer never calls should_save_ckpt_esi: nothing to set,
+        # and preflight says the run relies on its periodic checkpoints there.
+        if not release_row(spec).verl_saves_before_capacity_end:
+            return ()
         return (f"trainer.esi_redundant_time={math.ceil(margin_seconds)}",)
     return (f"checkpointing.checkpoint_must_save_by=${{oc.env:{NEMO_RL_SAVE_BY_ENV},null}}",)
 
@@ -313,12 +334,12 @@ def render_verl(spec: GrpoSpec, capacity_margin_seconds: float | None = None) ->
 
 
 # ------------------------------------------------------------------------------------------------
-# NeMo RL (v0.5.0: flat data.* layout, examples/run_grpo_math.py)
+# NeMo RL (v0.5.0: flat data.* layout, examples/run_grpo_math.py; v0.7.0: nested data.train.*,
+# examples/run_grpo.py)
 # ------------------------------------------------------------------------------------------------
 
 
 def nemo_rl_overrides(spec: GrpoSpec, capacity_margin_seconds: float | None = None) -> tuple[str, ...]:
-    files = dataset_files(spec.dataset_dir, "nemo-rl")
     if spec.total_steps is not None:
         length = [f"grpo.max_num_steps={spec.total_steps}",
                   f"grpo.max_num_epochs={epochs_for_steps(spec.total_steps, spec.prompts_per_step)}"]
@@ -381,19 +402,51 @@ def nemo_rl_overrides(spec: GrpoSpec, capacity_margin_seconds: float | None = No
         f"logger.wandb.project={PROJECT_NAME}",
         f"logger.wandb.name={spec.run_id}",
         *nemo_rl_tensorboard_overrides(spec),
-        # v0.5.0's flat data layout: ResponseDataset reads local JSONL (jobs/head/staging.py writes
-        # question + bare answer). train_data_path, val_data_path, input_key and output_key are
-        # not in grpo_math_1B.yaml, hence `+` (struct mode). Keys of load_response_dataset in
-        # NVIDIA-NeMo/RL nemo_rl/data/datasets/response_datasets/__init__.py, the stored version
-        # whose ResponseDataset signature matches the v0.5.0 API docs (read 2026-12-01).
-        "data.dataset_name=ResponseDataset",
-        f"+data.train_data_path={files['train']}",
-        f"+data.val_data_path={files['validation']}",
-        "+data.input_key=question",
-        "+data.output_key=answer",
+        *nemo_rl_data_overrides(spec),
+        *nemo_rl_checkpoint_overrides(spec),
         *capacity_end_overrides(spec, capacity_margin_seconds),
         *spec.extra_overrides,
     )
+
+
+def nemo_rl_data_overrides(spec: GrpoSpec) -> tuple[str, ...]:
+    """The local GSM8K JSONL files (jobs/head/staging.py writes question + bare answer) as NeMo
+    RL's ResponseDataset, in the release's data layout (data/versions.yaml nemo_rl_data_layout).
+    Keys not in grpo_math_1B.yaml take `+` (struct mode)."""
+    files = dataset_files(spec.dataset_dir, "nemo-rl")
+    if release_row(spec).nemo_rl_data_layout == "nested":
+        # v0.7.0: setup_response_data reads data.train (merged with data.default: the math
+        # processor, env and cot prompt) and data.validation (nemo_rl/data/utils.py lines
+        # 171-177 and 247-262); ResponseDataset(data_path, input_key, output_key, subset, split,
+        # split_validation_size, seed) (response_datasets/response_dataset.py line 42).
+        # split_validation_size is 0.05 in grpo_math_1B.yaml: 0, or 5 % of the training rows
+        # would become a second validation set.
+        return ("data.train.dataset_name=ResponseDataset",
+                f"+data.train.data_path={files['train']}",
+                "+data.train.input_key=question",
+                "+data.train.output_key=answer",
+                "data.train.split_validation_size=0",
+                f"data.validation={{dataset_name:ResponseDataset,data_path:{files['validation']},"
+                "input_key:question,output_key:answer}")
+    # v0.5.0's flat layout: keys of load_response_dataset in NVIDIA-NeMo/RL nemo_rl/data/
+    # datasets/response_datasets/__init__.py, the stored version whose ResponseDataset signature
+    # matches the v0.5.0 API docs (read 2026-12-01).
+    return ("data.dataset_name=ResponseDataset",
+            f"+data.train_data_path={files['train']}",
+            f"+data.val_data_path={files['validation']}",
+            "+data.input_key=question",
+            "+data.output_key=answer")
+
+
+def nemo_rl_checkpoint_overrides(spec: GrpoSpec) -> tuple[str, ...]:
+    """v0.7.0's DTensor v2 policy saves asynchronously unless ``checkpointing.is_async`` is
+    given (data/versions.yaml nemo_rl_async_checkpoint_default), and NeMo RL renames
+    ``tmp_step_N`` to ``step_N`` without waiting for that save (no wait anywhere in v0.7.0's
+    nemo_rl/): the driver's prune, the export and a resume would read a step whose weights may
+    not be on disk yet. Synchronous saves keep ``step_N`` complete."""
+    if release_row(spec).nemo_rl_async_checkpoint_default:
+        return ("+checkpointing.is_async=False",)
+    return ()
 
 
 def nemo_rl_tensorboard_overrides(spec: GrpoSpec) -> tuple[str, ...]:
@@ -408,10 +461,7 @@ def nemo_rl_tensorboard_overrides(spec: GrpoSpec) -> tuple[str, ...]:
 def nemo_rl_entry(spec: GrpoSpec) -> tuple[str, str]:
     """(entry script, workdir) of the spec's image: pinned together with the image in
     data/versions.yaml (from v0.6.0 the entry is examples/run_grpo.py)."""
-    from jobs.plan.versions import load_versions  # lazily: PyYAML
-
-    versions = load_versions()
-    row = versions.by_image(spec.image) or versions.for_framework("nemo-rl")
+    row = release_row(spec)
     if not row.nemo_rl_entry or not row.nemo_rl_workdir:
         raise ValueError(f"data/versions.yaml row {row.id} has no nemo_rl_entry/nemo_rl_workdir")
     return row.nemo_rl_entry, row.nemo_rl_workdir

@@ -34,6 +34,17 @@ class ImageRow:
     # What to check before the first deploy when the image itself is not confirmed (public,
     # digest): the program prints it as a warning on every preview.
     check_before_deploy: str | None = None
+    # What differs between a framework's releases that the renderer follows (jobs/plan/render.py),
+    # each read at the release's own files (sources.<field>):
+    # verl's ppo_trainer config defines ray_kwargs.ray_init.runtime_env (a `+` override of it
+    # then fails to compose);
+    verl_runtime_env_in_config: bool = False
+    # verl's default trainer calls should_save_ckpt_esi (a save before the capacity ends);
+    verl_saves_before_capacity_end: bool = True
+    # NeMo RL's data config: "flat" (data.dataset_name, ...) or "nested" (data.train.*, data.validation);
+    nemo_rl_data_layout: str = "flat"
+    # NeMo RL's DTensor v2 policy saves asynchronously unless checkpointing.is_async says otherwise.
+    nemo_rl_async_checkpoint_default: bool = False
 
     @property
     def ray_tuple(self) -> tuple[int, ...]:
@@ -53,6 +64,10 @@ class ImageRow:
         return sorted(key for key, ok in self.confirmed.items() if not ok)
 
 
+class UnsupportedRelease(ValueError):
+    """A framework version no row of data/versions.yaml describes."""
+
+
 @dataclass(frozen=True)
 class VersionsTable:
     ray_client: str
@@ -60,11 +75,30 @@ class VersionsTable:
     system_images: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def for_framework(self, framework: str) -> ImageRow:
-        """The default row of a framework (the first listed)."""
+        """The row new stacks of a framework get (the first listed)."""
         for row in self.images:
             if row.framework == framework:
                 return row
         raise KeyError(framework)
+
+    def rows_for(self, framework: str) -> tuple[ImageRow, ...]:
+        """Every supported row of a framework, the default first."""
+        return tuple(row for row in self.images if row.framework == framework)
+
+    def by_id(self, row_id: str) -> ImageRow | None:
+        for row in self.images:
+            if row.id == row_id:
+                return row
+        return None
+
+    def for_release(self, framework: str, framework_version: str) -> ImageRow:
+        """The row of a framework release (a run spec's framework and framework_version)."""
+        for row in self.images:
+            if (row.framework, row.framework_version) == (framework, framework_version):
+                return row
+        supported = ", ".join(row.framework_version for row in self.rows_for(framework))
+        raise UnsupportedRelease(f"{framework} {framework_version} is not a supported release "
+                                 f"(data/versions.yaml has {supported or 'none'})")
 
     def by_image(self, image: str) -> ImageRow | None:
         for row in self.images:

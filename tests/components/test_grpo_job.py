@@ -74,7 +74,7 @@ def test_plan_prepares_waits_for_gpus_then_trains(stack_preview):
         assert "algorithm.adv_estimator=grpo" in plan.trainer.argv and plan.trainer.cwd is None
     else:
         assert plan.prune_checkpoints_keep is None      # NeMo RL prunes from disk itself
-        assert plan.trainer.argv[:4] == ("uv", "run", "python", "examples/run_grpo_math.py")
+        assert plan.trainer.argv[:4] == ("uv", "run", "python", "examples/run_grpo.py")   # v0.7.0
         assert plan.trainer.cwd == "/opt/nemo-rl"
 
 
@@ -148,7 +148,7 @@ def test_runtime_env_has_only_real_fields(stack_preview):
     runtime_env = yaml.safe_load(_rayjob(stack_preview).inputs["spec"]["runtimeEnvYAML"])
     assert set(runtime_env) <= {"env_vars", "pip"}
     if stack_preview.stack == "dev":
-        assert runtime_env["pip"]["packages"] == ["verl==0.7.1"]
+        assert runtime_env["pip"]["packages"] == ["verl==0.9.1"]
         assert "--no-deps" in runtime_env["pip"]["pip_install_options"]
 
 
@@ -285,7 +285,9 @@ def test_prod_rayjob_starts_nemo_rl_as_its_32b_recipe(prod_preview):
                      "checkpointing.metric_name=null", "policy.generation.max_new_tokens=1536",
                      "data.max_input_seq_length=512"):
         assert override in argv, override
-    assert any(a.startswith("+data.val_data_path=") and a.endswith("/validation.jsonl") for a in argv)
+    assert any(a.startswith("data.validation={dataset_name:ResponseDataset,data_path:")
+               and "/validation.jsonl," in a for a in argv)             # v0.7.0's nested layout
+    assert "+checkpointing.is_async=False" in argv
     assert "--model-revision 5ede1c97bbab6ce5cda5812749b4c0bdf79b18dd" in prepare
     assert "--dataset-revision 740312add88f781978c0658806c59bc2815b9866" in prepare
     runtime_env = yaml.safe_load(spec["runtimeEnvYAML"])
@@ -364,11 +366,12 @@ RES = {"kind": "reservation", "name": "grpo-b200-reservation"}
               P + "gpu.maxRunDurationSeconds": 86400}, 86400.0, []),
     # Autopilot takes no maxRunDurationSeconds: GKE's default, 7 days.
     ("dev", {P + "gpu.provisioningModel": "flex-start"}, 604800.0, []),
+    ("dev", {P + "gpu.provisioningModel": "flex-start", P + "job.release": "verl-0.7.1"}, 604800.0, []),
     ("prod", {P + "gpu.provisioningModel": "DELETE", P + "gpu.reservation": "DELETE", P + "gpu.capacity": [
         {**RES, "endTime": "2026-12-31T22:00:00Z"}, {"kind": "flexStart", "maxRunDurationSeconds": 7200},
         {"kind": "spot"}]}, 7200.0, [{"name": "grpo-b200-reservation", "ends_at": 1798754400.0}]),
 ], ids=["prod-reservation", "dev-spot", "prod-reservation-end", "prod-flex-start", "dev-flex-start-autopilot",
-        "prod-waterfall"])
+        "dev-flex-start-verl-0.7.1", "prod-waterfall"])
 def test_the_plan_says_when_the_capacity_ends_and_the_trainer_takes_it(stack, changes, flex, reservations):
     from jobs.contract.capacity_end import NEMO_RL_SAVE_BY_ENV, VERL_EXPIRATION_ENV
     from jobs.plan.capacity_end import capacity_end_margin
@@ -385,7 +388,18 @@ def test_the_plan_says_when_the_capacity_ends_and_the_trainer_takes_it(stack, ch
     margin, basis = capacity_end_margin(spec, tier)
     assert plan.capacity_end == {"margin_seconds": margin, "margin_basis": basis,
                                  "flex_start_max_run_seconds": flex, "reservation_ends": reservations}
-    if spec.framework == "verl":
+    if spec.framework == "verl" and spec.framework_version == "0.9.1":
+        # The V1 trainer never saves before the end: nothing rendered, and preflight says so.
+        assert "esi_redundant_time" not in argv and VERL_EXPIRATION_ENV not in argv
+        from components.config import load_stack_config
+        from components.run_spec import release_findings
+        from tests.conftest import stack_config
+
+        config = load_stack_config(*stack_config(stack, changes), stack)
+        [finding] = release_findings(config, spec)
+        assert (finding.level, finding.key) == ("warning", "gke-grpo:job.release")
+        assert "never saves before its capacity ends" in finding.message
+    elif spec.framework == "verl":
         assert f"trainer.esi_redundant_time={int(margin)}" in plan.trainer.argv and VERL_EXPIRATION_ENV in argv
     else:
         assert f"checkpointing.checkpoint_must_save_by=${{oc.env:{NEMO_RL_SAVE_BY_ENV},null}}" in plan.trainer.argv

@@ -12,8 +12,8 @@ import pytest
 from jobs.plan.stack_file import SECRET_PLACEHOLDER
 from tests import background
 from tests.background import PREVIEW_DEV_DETAILS, PREVIEW_TREE
-from tests.conftest import ROOT, SHARED, skip_or_fail
-from tools.golden import golden_path
+from tests.conftest import ROOT, SHARED, preview_with, skip_or_fail
+from tools.golden import GOLDENS, golden_path
 from tools.preview import render_json
 
 
@@ -22,10 +22,12 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
-def test_preview_matches_the_golden_file(stack, request):
-    result = request.getfixturevalue(f"{stack}_preview")
-    path = golden_path(stack)
+@pytest.mark.parametrize("name", list(GOLDENS))
+def test_preview_matches_the_golden_file(name, request):
+    stack, changes = GOLDENS[name]
+    result = request.getfixturevalue(f"{stack}_preview") if not changes else preview_with(stack, changes)
+    assert result.error is None, result.error
+    path = golden_path(name)
     actual = render_json(result)
     if not path.exists():
         pytest.fail(f"{path.relative_to(ROOT)} is missing: run `make golden` and commit it")
@@ -34,7 +36,7 @@ def test_preview_matches_the_golden_file(stack, request):
         diff = "".join(difflib.unified_diff(
             expected.splitlines(True), actual.splitlines(True),
             fromfile=f"{path.name} (committed)", tofile=f"{path.name} (this preview)"))
-        pytest.fail(f"the {stack} preview changed; review, then `make golden`:\n{diff}", pytrace=False)
+        pytest.fail(f"the {name} preview changed; review, then `make golden`:\n{diff}", pytrace=False)
 
 
 def test_no_input_is_left_unknown(stack_preview):

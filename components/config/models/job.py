@@ -14,6 +14,7 @@ from components.config.types import (
     FiniteFloat,
     HubModelId,
     HubRevision,
+    ReleaseId,
 )
 
 
@@ -69,6 +70,14 @@ class ExportConfig(_Area):
 class JobConfig(_Area):
     enabled: bool = Field(True, description="create the RayJob with `pulumi up`")
     framework: Literal["verl", "nemo-rl"] = Field(description="`verl` or `nemo-rl`")
+    release: ReleaseId | None = Field(
+        None,
+        description=("the framework release: a row id of `data/versions.yaml` for `job.framework` "
+                     "(its image, Ray and framework version; "
+                     "[docs/frameworks.md](docs/frameworks.md#supported-releases))"),
+        json_schema_extra={"defaultText": "the release the stack was deployed with; for a new "
+                                          "stack, the framework's newest row"},
+    )
     attempt: int = Field(
         1,
         ge=1,

@@ -21,9 +21,10 @@ What is checked:
   vLLM rollout TP as vLLM's Qwen2Attention requires (heads % TP == 0; KV heads % TP == 0, or
   TP % KV heads == 0 when TP exceeds them), NeMo RL training TP both exactly
   (nemo_rl/models/dtensor/parallelize.py, v0.5.0), verl Ulysses as verl's monkey_patch.py;
-  gke-grpo:job.extraOverrides: syntax, keys the stack config owns, keys unknown to the
-  framework's config (verl: data/verl-<version>-config.json; NeMo RL:
-  data/nemo-rl-0.5.0-keys.txt, ``+key=`` for new keys); OmegaConf resolvers beyond a small
+  gke-grpo:job.extraOverrides: syntax, keys the stack config owns, keys unknown to the chosen
+  release's config (verl: data/verl-<version>-config.json; NeMo RL:
+  data/nemo-rl-<version>-keys.txt, ``+key=`` for new keys), and a key of another supported
+  release named as renamed or removed; OmegaConf resolvers beyond a small
   allowlist, in extraOverrides and in every rendered value (jobs/plan/interpolations.py).
 - verl (N = nodes x GPUs per node): rollout engine vllm | sglang; (prompts x n) % N == 0;
   prompts >= mini batch; mini x n / N a positive integer divisible by the per-GPU micro batch
@@ -54,11 +55,11 @@ from jobs.contract.spec import GrpoSpec
 from jobs.plan.findings import Finding
 from jobs.plan.preflight.common_rules import CommonRules
 from jobs.plan.preflight.nemo_rl_rules import NemoRlRules
-from jobs.plan.preflight.override_rules import NEMO_RL_KEYS_FILE, OverrideRules, nemo_rl_keys, verl_keys
+from jobs.plan.preflight.override_rules import OverrideRules, key_file, nemo_rl_keys, release_keys, verl_keys
 from jobs.plan.preflight.rules import JOB
 from jobs.plan.preflight.verl_rules import VerlRules
 
-__all__ = ["NEMO_RL_KEYS_FILE", "check", "errors", "nemo_rl_keys", "verl_keys"]
+__all__ = ["check", "errors", "key_file", "nemo_rl_keys", "release_keys", "verl_keys"]
 
 
 class _Checker(CommonRules, VerlRules, NemoRlRules, OverrideRules):
@@ -86,7 +87,16 @@ class _Checker(CommonRules, VerlRules, NemoRlRules, OverrideRules):
 
 
 def check(spec: GrpoSpec) -> list[Finding]:
-    """Every preflight rule on ``spec``: errors first, then warnings, in rule order."""
+    """Every preflight rule on ``spec``: errors first, then warnings, in rule order. A spec of a
+    release no row of data/versions.yaml describes (a run spec written by another version of
+    this program) is one error: nothing can be rendered or checked for it."""
+    from jobs.plan.versions import UnsupportedRelease, load_versions
+
+    try:
+        load_versions().for_release(spec.framework, spec.framework_version)
+    except UnsupportedRelease as exc:
+        if spec.framework in ("verl", "nemo-rl"):
+            return [Finding("error", JOB + "release", str(exc))]
     findings = _Checker(spec).run()
     return [f for f in findings if f.level == "error"] + [f for f in findings if f.level == "warning"]
 

@@ -1,6 +1,6 @@
-"""gke-grpo:job.extraOverrides: syntax, keys the stack config owns, keys unknown to the
-framework's own config tree (verl: data/verl-<version>-config.json; NeMo RL:
-data/nemo-rl-0.5.0-keys.txt), and no credential in them."""
+"""gke-grpo:job.extraOverrides: syntax, keys the stack config owns, keys unknown to the chosen
+release's own config tree (verl: data/verl-<version>-config.json; NeMo RL:
+data/nemo-rl-<version>-keys.txt), and no credential in them."""
 
 from __future__ import annotations
 
@@ -16,20 +16,39 @@ from jobs.plan.preflight.rules import EXTRA, JOB, Rules
 from jobs.plan.render import nemo_rl_overrides, override_key, owned_keys, unsafe_interpolations, verl_overrides
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data"
-NEMO_RL_KEYS_VERSION = "0.5.0"
-NEMO_RL_KEYS_FILE = DATA_DIR / f"nemo-rl-{NEMO_RL_KEYS_VERSION}-keys.txt"
+
+
+def key_file(framework: str, version: str) -> Path:
+    """The committed key list of a release (tools/verl_snapshot.py, tools/nemo_rl_keys.py)."""
+    if framework == "verl":
+        return DATA_DIR / f"verl-{version}-config.json"
+    return DATA_DIR / f"nemo-rl-{version}-keys.txt"
+
+
+def config_name(framework: str, version: str) -> str:
+    """The release's config the keys come from, as messages name it."""
+    if framework == "verl":
+        return f"verl {version}'s ppo_trainer config"
+    return f"NeMo RL {version}'s grpo_math_1B.yaml"
 
 
 @functools.cache
+def release_keys(framework: str, version: str) -> frozenset[str]:
+    """Dotted keys of a release's config (FileNotFoundError: no committed list)."""
+    path = key_file(framework, version)
+    if framework == "verl":
+        return frozenset(json.loads(path.read_text())["keys"])
+    return frozenset(nemo_rl_keys(path))
+
+
 def verl_keys(version: str) -> frozenset[str]:
     """Dotted keys of verl's composed ppo_trainer config (tools/verl_snapshot.py)."""
-    path = DATA_DIR / f"verl-{version}-config.json"
-    return frozenset(json.loads(path.read_text())["keys"])
+    return release_keys("verl", version)
 
 
 @functools.cache
-def nemo_rl_keys(path: Path = NEMO_RL_KEYS_FILE) -> dict[str, str]:
-    """NeMo RL key -> its default (JSON text) in v0.5.0's grpo_math_1B.yaml
+def nemo_rl_keys(path: Path) -> dict[str, str]:
+    """NeMo RL key -> its default (JSON text) in a release's grpo_math_1B.yaml
     (tools/nemo_rl_keys.py)."""
     keys: dict[str, str] = {}
     for line in path.read_text().splitlines():
@@ -48,13 +67,26 @@ def _prefixes(keys: Iterable[str]) -> frozenset[str]:
 
 
 @functools.cache
-def _verl_prefixes(version: str) -> frozenset[str]:
-    return _prefixes(verl_keys(version))
+def release_prefixes(framework: str, version: str) -> frozenset[str]:
+    return _prefixes(release_keys(framework, version))
 
 
-@functools.cache
-def _nemo_rl_prefixes() -> frozenset[str]:
-    return _prefixes(nemo_rl_keys())
+def other_releases_with(framework: str, version: str, key: str) -> list[str]:
+    """The other supported releases of the framework whose config has ``key`` (a key renamed or
+    removed between releases)."""
+    from jobs.plan.versions import load_versions  # lazily: PyYAML
+
+    found = []
+    for row in load_versions().rows_for(framework):
+        if row.framework_version == version:
+            continue
+        try:
+            if key in release_keys(framework, row.framework_version) or \
+                    key in release_prefixes(framework, row.framework_version):
+                found.append(row.framework_version)
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def _suggest(key: str, known: Iterable[str]) -> str:
@@ -78,22 +110,16 @@ class OverrideRules(Rules):
         s = self.spec
         values: dict[str, str] = {}
         owned = owned_keys(s)
-        if s.framework == "verl":
-            try:
-                known = verl_keys(s.framework_version)
-            except FileNotFoundError:
-                self.error(EXTRA, f"no verl key snapshot data/verl-{s.framework_version}-config.json"
-                           " to check overrides against: run python -m tools.verl_snapshot")
-                return values
-            prefixes = _verl_prefixes(s.framework_version)
-            where = f"verl {s.framework_version}'s ppo_trainer config"
-        else:
-            if s.framework_version != NEMO_RL_KEYS_VERSION:
-                self.warning(EXTRA, f"NeMo RL {s.framework_version}: overrides are checked against "
-                             f"the {NEMO_RL_KEYS_VERSION} key list ({NEMO_RL_KEYS_FILE.name})")
-            known = frozenset(nemo_rl_keys())
-            prefixes = _nemo_rl_prefixes()
-            where = "NeMo RL 0.5.0's grpo_math_1B.yaml (data/nemo-rl-0.5.0-keys.txt)"
+        try:
+            known = release_keys(s.framework, s.framework_version)
+        except FileNotFoundError:
+            tool = "tools.verl_snapshot" if s.framework == "verl" else "tools.nemo_rl_keys"
+            self.error(EXTRA, f"no key list {key_file(s.framework, s.framework_version).name} of "
+                       f"{s.framework} {s.framework_version} to check overrides against: run "
+                       f"python -m {tool}")
+            return values
+        prefixes = release_prefixes(s.framework, s.framework_version)
+        where = f"{config_name(s.framework, s.framework_version)} ({key_file(s.framework, s.framework_version).name})"
         for override in s.extra_overrides:
             if _carries_credential(override):
                 continue
@@ -114,6 +140,13 @@ class OverrideRules(Rules):
             if prefix == "++":
                 continue
             if not exists:
+                elsewhere = other_releases_with(s.framework, s.framework_version, key)
+                if elsewhere:
+                    self.error(EXTRA, f"{key} is a key of {s.framework} {', '.join(elsewhere)} but "
+                               f"not of {where}, the release this stack runs (job.release): renamed "
+                               f"or removed{_suggest(key, known)}; docs/frameworks.md lists what "
+                               "changed between the releases")
+                    continue
                 self.error(EXTRA, f"{key} is not a key of {where}{_suggest(key, known)}; "
                            "fix the spelling, or write +" + key + "=... to add a new key")
                 continue

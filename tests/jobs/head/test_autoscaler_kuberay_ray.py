@@ -77,7 +77,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:Deprecati
 # in the 600 s between its 3600 s default and the program's 4200 s, with `ray start` undivided: at
 # 30 (a 14 s window) a `ray start` of 12.7 s failed the run as too slow (2026-12-06, CI's
 # test-kuberay just after a suite); at 15 the window is 28 s.
-FACTOR = {"2.49.2": 30, "2.54.0": 15}
+# 2.55.1 has 2.54.0's defaults and reconciler (data/ray-autoscaler-settings.yaml): the same window.
+FACTOR = {"2.49.2": 30, "2.54.0": 15, "2.55.1": 15}
 # A GPU worker's bring-up in the scenario (real seconds), from its pod's creation to `ray start` in
 # its container: Pending (the node's creation, the image pull), then Running (the gIB wait, the last
 # START_SECONDS). Its Ray node joins when `ray start` has started it, a few seconds later on this
@@ -88,7 +89,7 @@ FACTOR = {"2.49.2": 30, "2.54.0": 15}
 # (measured 2026-12-06, this machine, four clusters at once), `ray start` takes 1-13 s, and the
 # autoscaler sees a joined node within a round or two. Launched at 252 s, the node joins after the
 # control's deletion (about 242 s) and before 280 s.
-BRING_UP = {"2.49.2": 600, "2.54.0": 3780}
+BRING_UP = {"2.49.2": 600, "2.54.0": 3780, "2.55.1": 3780}
 START_SECONDS = 120
 # What a scenario's cluster may take beyond its scaled durations: the head's start, the
 # autoscaler's start and its first rounds, on the 2-core machine with a suite beside it.

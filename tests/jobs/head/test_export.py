@@ -1,14 +1,14 @@
 """The Hugging Face export (jobs/head/export.py) on checkpoint trees laid out as verl v0.7.1 and
-NeMo RL v0.5.0 write them: the trainer-written weights copied, idempotent, never a half-written
-export taken for a finished one; the converters' argv parsed by the converters' own argument
-parsers (verl's from the installed verl 0.7.1, NeMo RL's from its v0.5.0 source committed as
-data/nemo-rl-0.5.0/converters/convert_dcp_to_hf.py.txt, a verbatim copy no linter rewrites); the
+NeMo RL v0.5.0 write them (the same layouts at verl 0.9.1 and NeMo RL v0.7.0: docs/frameworks.md):
+the trainer-written weights copied, idempotent, never a half-written export taken for a finished
+one; the converters' argv parsed by the converters' own argument parsers, at every supported
+release (verl's from .verl-trees/<version>, NeMo RL's from the tag's source committed as
+data/nemo-rl-<version>/converters/convert_dcp_to_hf.py.txt, a verbatim copy no linter rewrites); the
 bad inputs, one line each; the upload's token kept out of everything printed."""
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -165,15 +165,18 @@ def parse(path: Path, argv, monkeypatch):
     return parse_args_of(path)()
 
 
-def verl_merger_file() -> Path:
-    spec = importlib.util.find_spec("verl")
-    if spec is None or spec.origin is None:
-        skip_or_fail("verl is not installed (pip install verl==0.7.1 --no-deps; make setup)")
-    return Path(spec.origin).parent / "model_merger"
+def verl_merger_file(version: str) -> Path:
+    from tools import verl_snapshot
+
+    package = verl_snapshot.tree(version) / "model_merger"
+    if not package.is_dir():
+        skip_or_fail(f"{package} is missing (make setup installs every verl release in .verl-trees)")
+    return package
 
 
-def test_verl_merger_argv_parses_with_verls_own_parser(tmp_path, monkeypatch):
-    package = verl_merger_file()
+@pytest.mark.parametrize("version", ["0.9.1", "0.7.1"])
+def test_verl_merger_argv_parses_with_verls_own_parser(tmp_path, monkeypatch, version):
+    package = verl_merger_file(version)
     argv = conv.verl_merger_argv("/data/checkpoints/" + RUN, 40, "/data/exports/x/.step-40.partial")
     assert argv[:3] == ("python3", "-m", "verl.model_merger")
     args = parse(package / "base_model_merger.py", argv[3:], monkeypatch)
@@ -189,8 +192,9 @@ def test_verl_merger_argv_parses_with_verls_own_parser(tmp_path, monkeypatch):
               monkeypatch)
 
 
-def test_nemo_rl_converter_argv_parses_with_its_v050_parser(monkeypatch):
-    source = ROOT / "data" / "nemo-rl-0.5.0" / "converters" / "convert_dcp_to_hf.py.txt"
+@pytest.mark.parametrize("version", ["0.7.0", "0.5.0"])
+def test_nemo_rl_converter_argv_parses_with_the_releases_own_parser(monkeypatch, version):
+    source = ROOT / "data" / f"nemo-rl-{version}" / "converters" / "convert_dcp_to_hf.py.txt"
     argv = conv.nemo_rl_converter_argv("/data/checkpoints/" + RUN, 10, "/tmp/out/converted")
     assert argv[:4] == ("uv", "run", "python", conv.NEMO_RL_CONVERTER)
     args = parse(source, argv[4:], monkeypatch)

@@ -32,6 +32,11 @@ WORKER_DIED = ["ray.exceptions.ActorDiedError: The actor died unexpectedly befor
 RAY_OOM = ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
            "Memory on the node (IP: 192.0.2.2, ID: 1cbf) where the lease was running was 7.07GB / "
            "23.54GB (0.300509), which exceeds the memory usage threshold of 0.3."]
+# Ray 2.55.1's raylet (the verl-0.9.1 and nemo-rl-0.7.0 images): the format string read from the
+# wheel's raylet binary, "%d worker(s) were killed due to the node running low on memory. %s, %s",
+# filled in; no OutOfMemoryError line with it.
+RAY_2551_OOM = ["(raylet) 1 worker(s) were killed due to the node running low on memory. Killing "
+                "1 worker(s), kill details: lease 12 on 192.0.2.2, suggestions: reduce the batch"]
 CUDA_OOM = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
             "total capacity of 139.81 GiB of which 1.02 GiB is free."]
 WATCHDOG = ["[rank3]:[E1201 ProcessGroupNCCL.cpp:629] [Rank 3] Watchdog caught collective operation "
@@ -67,11 +72,13 @@ def test_ray_node_death_texts_are_a_lost_node(lines):
       "Check python-core-worker-*.log files for more information."], Reason.WORKER_CRASHED),
     (UNAVAILABLE, Reason.WORKER_CRASHED),
     (RAY_OOM, Reason.OUT_OF_MEMORY),
+    (RAY_2551_OOM, Reason.OUT_OF_MEMORY),
     (CUDA_OOM, Reason.OUT_OF_MEMORY),
     (WATCHDOG, Reason.COLLECTIVE_TIMEOUT),
     (["torch.distributed.DistBackendError: NCCL error in: ..., remote process exited or there was a "
       "network error"], Reason.COLLECTIVE_TIMEOUT),
-], ids=["segfault-or-kill", "task-worker", "unavailable", "ray-oom", "cuda-oom", "watchdog", "dist-backend"])
+], ids=["segfault-or-kill", "task-worker", "unavailable", "ray-oom", "ray-2.55.1-oom", "cuda-oom", "watchdog",
+      "dist-backend"])
 def test_a_crash_an_oom_or_a_hang_is_not_a_lost_node(lines, reason):
     got, evidence = classify(1, output(STEP, *lines), attempt_saw_step=True)
     assert got == reason, evidence

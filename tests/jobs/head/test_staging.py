@@ -84,12 +84,15 @@ def hub_layout(tmp_path) -> Path:
     return root
 
 
-def verl_gsm8k_scorer():
-    """verl's own scorer, loaded by file path (importing the verl package needs torch)."""
-    spec = importlib.util.find_spec("verl")
-    if spec is None or spec.origin is None:
-        skip_or_fail("verl is not installed (pip install verl==<version> --no-deps; make setup)")
-    path = Path(spec.origin).parent / "utils" / "reward_score" / "gsm8k.py"
+def verl_gsm8k_scorer(version: str | None = None):
+    """verl's own scorer of a supported release (the default one when None), loaded by file path
+    (importing the verl package needs torch). verl/utils/reward_score/gsm8k.py is byte for byte
+    the same in 0.7.1 and 0.9.1 (compared 2026-12-06)."""
+    from tools import verl_snapshot
+
+    path = verl_snapshot.tree(version or verl_snapshot.verl_version()) / "utils" / "reward_score" / "gsm8k.py"
+    if not path.is_file():
+        skip_or_fail(f"{path} is missing (make setup installs every verl release in .verl-trees)")
     module_spec = importlib.util.spec_from_file_location("verl_reward_gsm8k", path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)

@@ -1,13 +1,11 @@
 """The stages after training as the run plan carries them (jobs/plan/after_training.py), the
-trainers' Hugging Face saves in the rendered overrides (composed against verl 0.7.1's real
-config tree; in NeMo RL v0.5.0's key list), and the config keys gke-grpo:job.evaluate and
+trainers' Hugging Face saves in the rendered overrides (composed against each supported verl
+release's real config tree; in each NeMo RL release's key list), and the config keys gke-grpo:job.evaluate and
 gke-grpo:job.export.hubRepo."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -18,30 +16,36 @@ from jobs.head.evaluate import evaluate_parser
 from jobs.head.export import export_parser
 from jobs.plan.after_training import after_training_commands, every_steps, nemo_rl_prompt_file
 from jobs.plan.plan_builder import build_plan
-from jobs.plan.preflight import nemo_rl_keys
+from jobs.plan.preflight import check, key_file, nemo_rl_keys
 from jobs.plan.render import render
 from tests.conftest import stack_config
-from tests.jobs.plan.test_preflight import DEV, PROD
+from tests.jobs.plan.test_preflight import DEV, PROD, at_release
 from tests.jobs.plan.test_verl_snapshot import need_verl
 from tools import verl_snapshot
 
 
-def test_verl_saves_hf_model_with_every_checkpoint_in_verls_own_config_tree():
-    need_verl()
-    rendered = render(DEV)
-    cfg = verl_snapshot.compose(rendered.overrides)
+@pytest.mark.parametrize("version", verl_snapshot.supported_versions())
+def test_verl_saves_hf_model_with_every_checkpoint_in_verls_own_config_tree(version):
+    need_verl(version)
+    rendered = render(at_release(DEV, f"verl-{version}"))
+    cfg = verl_snapshot.compose(rendered.overrides, version)
     assert list(cfg.actor_rollout_ref.actor.checkpoint.save_contents) == list(VERL_SAVE_CONTENTS)
     # load_contents follows save_contents (${.save_contents}); verl loads by membership only.
     assert "model" in cfg.actor_rollout_ref.actor.checkpoint.load_contents
-    spec = importlib.util.find_spec("verl")
-    config_py = (Path(spec.origin).parent / "trainer" / "config" / "config.py").read_text()
+    config_py = (verl_snapshot.tree(version) / "trainer" / "config" / "config.py").read_text()
     assert "Options: 'model', 'optimizer', 'extra', 'hf_model'." in config_py
+    # ... and the FSDP checkpoint manager writes <actor>/huggingface for it (0.9.1's V1 FSDP
+    # engine uses the same manager: workers/engine/fsdp/transformer_impl.py).
+    manager = (verl_snapshot.tree(version) / "utils" / "checkpoint" / "fsdp_checkpoint_manager.py").read_text()
+    assert "if self.should_save_hf_model:" in manager and '"huggingface"' in manager
 
 
-def test_nemo_rl_saves_consolidated_weights_with_a_key_of_v050():
+@pytest.mark.parametrize("row", ["nemo-rl-0.7.0", "nemo-rl-0.5.0"])
+def test_nemo_rl_saves_consolidated_weights_with_a_key_of_the_release(row):
+    spec = at_release(PROD, row)
     key, _, value = NEMO_RL_SAVE_CONSOLIDATED_OVERRIDE.partition("=")
-    assert key in nemo_rl_keys() and value == "true"
-    assert NEMO_RL_SAVE_CONSOLIDATED_OVERRIDE in render(PROD).overrides
+    assert key in nemo_rl_keys(key_file("nemo-rl", spec.framework_version)) and value == "true"
+    assert NEMO_RL_SAVE_CONSOLIDATED_OVERRIDE in render(spec).overrides
 
 
 def test_verl_commands_parse_with_the_stages_own_parsers():
@@ -65,11 +69,15 @@ def test_nemo_rl_commands_use_the_runs_prompt_and_nemo_rls_vllm_venv():
     assert args.prompt_file == "/opt/nemo-rl/examples/prompts/cot.txt"
     assert args.vllm_python.startswith("/opt/ray_venvs/nemo_rl.models.generation.vllm.vllm_worker.")
     assert args.every_steps == 2 * PROD.checkpoint_every_steps
-    # A user prompt file is the one the trainer reads, hence the one evaluated with.
-    custom = dataclasses.replace(PROD, extra_overrides=("data.prompt_file=examples/prompts/math.txt",))
-    assert nemo_rl_prompt_file(custom, "/opt/nemo-rl") == "/opt/nemo-rl/examples/prompts/math.txt"
-    assert nemo_rl_prompt_file(dataclasses.replace(PROD, extra_overrides=("data.prompt_file=null",)),
-                               "/opt/nemo-rl") is None
+    # A user prompt file is the one the trainer reads, hence the one evaluated with: the key of
+    # each release's data layout (v0.5.0 flat, v0.7.0 under data.default).
+    for row, key in (("nemo-rl-0.5.0", "data.prompt_file"), ("nemo-rl-0.7.0", "data.default.prompt_file")):
+        spec = at_release(PROD, row)
+        custom = dataclasses.replace(spec, extra_overrides=(f"{key}=examples/prompts/math.txt",))
+        assert [f for f in check(custom) if f.level == "error"] == [], row
+        assert nemo_rl_prompt_file(custom, "/opt/nemo-rl") == "/opt/nemo-rl/examples/prompts/math.txt"
+        assert nemo_rl_prompt_file(dataclasses.replace(spec, extra_overrides=(f"{key}=null",)),
+                                   "/opt/nemo-rl") is None
 
 
 def test_evaluate_none_keeps_the_export():

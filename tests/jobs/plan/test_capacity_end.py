@@ -3,14 +3,18 @@
 start (jobs/plan/render.py capacity_end_overrides), checked against each framework at its pinned
 tag:
 
-- verl v0.7.1 (the installed verl, the versions table's): the composed config has
+- verl 0.7.1 (.verl-trees/0.7.1): the composed config has
   ``trainer.esi_redundant_time`` (verl/trainer/config/ppo_trainer.yaml); verl's own ``run_ppo``
   (verl/trainer/main_ppo.py) hands MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP from the
   driver's environment to the TaskRunner actor's runtime_env; and verl's own
   ``should_save_ckpt_esi`` (verl/utils/checkpoint/checkpoint_manager.py), run in that actor
   environment with the composed margin, saves exactly inside the window before the end.
-- NeMo RL v0.5.0: the override composes on grpo_math_1B.yaml in struct mode and resolves, in the
-  driver process, to the duration the driver sets (null without the driver).
+- verl 0.9.1: its default (V1) trainer never calls should_save_ckpt_esi, so nothing is
+  rendered for it and preflight says the run relies on its periodic checkpoints
+  (tests/components/test_grpo_job.py).
+- NeMo RL v0.5.0 and v0.7.0: the override composes on the release's grpo_math_1B.yaml in struct
+  mode and resolves, in the driver process, to the duration the driver sets (null without the
+  driver).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from jobs.plan.render import capacity_end_overrides, owned_keys, render
 from tests.jobs.cli.test_metrics_render import _verl_file, run_ppo_on
 from tests.jobs.plan.test_nemo_rl_keys import compose as nemo_rl_compose
 from tests.jobs.plan.test_nemo_rl_keys import need_omegaconf_and_hydra
-from tests.jobs.plan.test_preflight import DEV, PROD
+from tests.jobs.plan.test_preflight import DEV, DEV_071, PROD, PROD_050
 from tests.jobs.plan.test_verl_snapshot import need_verl
 
 END = 1_800_000_000
@@ -75,20 +79,29 @@ def test_a_plan_with_a_capacity_end_needs_the_job_rendered_with_its_margin():
 # ---- the rendered overrides -------------------------------------------------------------------
 
 def test_the_overrides_are_rendered_only_for_capacity_that_ends():
-    for spec in (DEV, PROD):
+    for spec in (DEV_071, PROD, PROD_050):
         assert capacity_end_overrides(spec, None) == ()
         assert not set(capacity_end_overrides(spec, 35.0)) & set(render(spec).overrides)
         assert set(capacity_end_overrides(spec, 35.0)) <= set(render(spec, 35.0).overrides)
         # The same command for every start: the end comes from the environment.
         assert render(spec, 35.0).overrides == render(spec.with_attempt(3), 35.0).overrides
-    assert "trainer.esi_redundant_time=36" in render(DEV, 35.2).overrides
-    assert not any(VERL_EXPIRATION_ENV in o for o in render(DEV).overrides)
+    assert "trainer.esi_redundant_time=36" in render(DEV_071, 35.2).overrides
+    assert not any(VERL_EXPIRATION_ENV in o for o in render(DEV_071).overrides)
+
+
+def test_verl_091_gets_no_capacity_end_keys_its_trainer_never_reads():
+    """0.9.1's V1 trainer (trainer/ppo/v1/trainer_base.py fit) never calls should_save_ckpt_esi:
+    neither the margin nor the end in the runtime env is rendered (data/versions.yaml
+    verl_saves_before_capacity_end)."""
+    assert capacity_end_overrides(DEV, 35.0) == ()
+    assert render(DEV, 35.0).overrides == render(DEV).overrides
+    assert not any(VERL_EXPIRATION_ENV in o for o in render(DEV, 35.0).overrides)
 
 
 @pytest.mark.parametrize("override", ["trainer.esi_redundant_time=600",
                                       "checkpointing.checkpoint_must_save_by=00:01:00:00"])
 def test_the_capacity_end_keys_belong_to_the_stack_not_to_extra_overrides(override):
-    spec = DEV if override.startswith("trainer") else PROD
+    spec = DEV_071 if override.startswith("trainer") else PROD
     assert override.split("=")[0] in owned_keys(spec)
     errors = [f for f in check(dataclasses.replace(spec, extra_overrides=(override,))) if f.level == "error"]
     assert errors and "gke-grpo:job.extraOverrides" in {f.key for f in errors}
@@ -101,12 +114,12 @@ def test_a_user_cannot_read_the_drivers_variables_either(name):
         render(bad)
 
 
-# ---- verl v0.7.1 ------------------------------------------------------------------------------
+# ---- verl 0.7.1 -------------------------------------------------------------------------------
 
 def _should_save_ckpt_esi():
-    """verl's should_save_ckpt_esi compiled from the installed verl's source (its module imports
-    torch and transformers, which the test environment leaves out)."""
-    path = _verl_file("utils/checkpoint/checkpoint_manager.py")
+    """verl's should_save_ckpt_esi compiled from verl 0.7.1's source (its module imports torch and
+    transformers, which the test environment leaves out)."""
+    path = _verl_file("utils/checkpoint/checkpoint_manager.py", "0.7.1")
     tree = ast.parse(path.read_text())
     (fn,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "should_save_ckpt_esi"]
     namespace: dict = {"os": os}
@@ -122,12 +135,12 @@ def _actor_environment(monkeypatch, driver_env: dict[str, str]):
 
     from tools import verl_snapshot
 
-    config = verl_snapshot.compose(render(DEV, 35.0).overrides)
+    config = verl_snapshot.compose(render(DEV_071, 35.0).overrides, "0.7.1")
     for key in (VERL_EXPIRATION_ENV, "SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"):
         monkeypatch.delenv(key, raising=False)
     for key, value in driver_env.items():
         monkeypatch.setenv(key, value)
-    env_vars, actor_config = run_ppo_on(config)
+    env_vars, actor_config = run_ppo_on(config, "0.7.1")
     for key in driver_env:
         monkeypatch.delenv(key)                  # the actor has only its runtime_env
     for key, value in env_vars.items():
@@ -137,7 +150,7 @@ def _actor_environment(monkeypatch, driver_env: dict[str, str]):
 
 
 def test_verl_saves_inside_the_window_before_the_end_the_driver_set(monkeypatch):
-    need_verl()
+    need_verl("0.7.1")
     import time as real_time
 
     env_vars, config = _actor_environment(monkeypatch, {VERL_EXPIRATION_ENV: str(END)})
@@ -158,7 +171,7 @@ def test_verl_saves_inside_the_window_before_the_end_the_driver_set(monkeypatch)
 
 
 def test_verl_without_the_driver_sees_no_end(monkeypatch):
-    need_verl()
+    need_verl("0.7.1")
     import time as real_time
 
     env_vars, _config = _actor_environment(monkeypatch, {})
@@ -167,16 +180,18 @@ def test_verl_without_the_driver_sees_no_end(monkeypatch):
     assert _should_save_ckpt_esi()(max_steps_duration=300.0, redundant_time=35) is False
 
 
-# ---- NeMo RL v0.5.0 ---------------------------------------------------------------------------
+# ---- NeMo RL v0.5.0 and v0.7.0 -----------------------------------------------------------------
 
+@pytest.mark.parametrize("spec", [PROD, PROD_050], ids=["0.7.0", "0.5.0"])
 @pytest.mark.parametrize("driver", ["02:03:04:05", None], ids=["driver", "no-driver"])
-def test_nemo_rl_resolves_the_duration_the_driver_sets(monkeypatch, driver):
+def test_nemo_rl_resolves_the_duration_the_driver_sets(monkeypatch, driver, spec):
     need_omegaconf_and_hydra()
     if driver:
         monkeypatch.setenv(NEMO_RL_SAVE_BY_ENV, driver)
     else:
         monkeypatch.delenv(NEMO_RL_SAVE_BY_ENV, raising=False)
-    config = nemo_rl_compose(render(PROD, 35.0).overrides)
+    version = spec.framework_version
+    config = nemo_rl_compose(render(spec, 35.0).overrides, version=version)
     assert config["checkpointing"]["checkpoint_must_save_by"] == driver
     assert config["checkpointing"]["enabled"] is True          # grpo_train saves only when enabled
-    assert nemo_rl_compose(render(PROD).overrides)["checkpointing"]["checkpoint_must_save_by"] is None
+    assert nemo_rl_compose(render(spec).overrides, version=version)["checkpointing"]["checkpoint_must_save_by"] is None

@@ -377,14 +377,15 @@ def test_verl_fused_kernels_shrink_the_logits_and_a_triton_backend_is_noted():
 
 
 def test_nemo_rl_plan_follows_its_log_prob_path():
-    """prod (NeMo RL 0.5.0, TP 8): fp32 logits, vocab-parallel DistributedLogprob on 1/8 of the
-    vocabulary; at TP 1, log_softmax of the whole vocabulary. The root unit holds the embedding
-    and the LM head (Automodel wraps only the decoder layers)."""
+    """prod (NeMo RL, TP 8, a log-prob batch of 1 as v0.7.0's 32B recipe): fp32 logits,
+    vocab-parallel DistributedLogprob on 1/8 of the vocabulary; at TP 1, log_softmax of the whole
+    vocabulary. The root unit holds the embedding and the LM head (Automodel wraps only the
+    decoder layers)."""
     text = memory_plan.format_plan(plan_for_spec(PROD))
-    assert "log-prob logits (fp32, DistributedLogprob), 4,096 tokens x 19,008" in text
+    assert "log-prob logits (fp32, DistributedLogprob), 2,048 tokens x 19,008" in text
     tp1 = plan_for_spec(dataclasses.replace(PROD, **NEMO_RL_DEFAULTS))
     lp = _phase(tp1, "log-prob pass")
-    assert "log-prob logits (fp32, log_softmax), 4,096 tokens x 152,064" in _labels(lp)
+    assert "log-prob logits (fp32, log_softmax), 2,048 tokens x 152,064" in _labels(lp)
     root = next(t for t in lp.terms if t.label == "root unit gathered in bf16")
     shape = shape_for(PROD.model)
     assert root.bytes == 2 * 2 * shape.vocab_size * shape.hidden_size

@@ -32,8 +32,21 @@ def _rules_without_gpu_memory(monkeypatch):
     monkeypatch.setattr("jobs.plan.gpu_memory.memory_findings", lambda spec, mode="enforce": [])
 
 
-DEV = stack_spec("dev")     # verl, 2 x 8 H200: 256 prompts x 8, mini 256, dynamic bsz, rollout TP 2
-PROD = stack_spec("prod")   # NeMo RL, 4 x 8 B200: 32 prompts x 16, global batch 512, train TP 8, vLLM TP 4
+def at_release(spec: GrpoSpec, row_id: str) -> GrpoSpec:
+    """``spec`` on another supported release (a row of data/versions.yaml)."""
+    from jobs.plan.versions import load_versions
+
+    row = load_versions().by_id(row_id)
+    assert row is not None and row.framework == spec.framework, row_id
+    return dataclasses.replace(spec, image=row.image, framework_version=row.framework_version,
+                               ray_version=row.ray)
+
+
+DEV = stack_spec("dev")     # verl 0.9.1, 2 x 8 H200: 256 prompts x 8, mini 256, dynamic bsz, rollout TP 2
+PROD = stack_spec("prod")   # NeMo RL 0.7.0, 4 x 8 B200: 32 prompts x 16, global batch 512, train TP 8, vLLM TP 4
+# The same runs on the earlier supported releases.
+DEV_071 = at_release(DEV, "verl-0.7.1")
+PROD_050 = at_release(PROD, "nemo-rl-0.5.0")
 # The micro-batch arithmetic applies without a dynamic batch size.
 DEV_FIXED_BATCH = dataclasses.replace(DEV, dynamic_batch_size=False, max_tokens_per_gpu=None)
 PROD_FIXED_BATCH = dataclasses.replace(PROD, dynamic_batch_size=False, sequence_packing=False,
@@ -129,16 +142,16 @@ BAD = [
      [(J + "maxResponseLength", "maxPromptLength + maxResponseLength = 33280 tokens exceeds "
        "Qwen/Qwen2.5-7B-Instruct's context of 32768; shorten the prompt or the response")]),
     ("misspelt-verl-key", DEV, {"extra_overrides": ("actor_rollout_ref.rollout.tensor_parallel_size=2",)},
-     [(X, "actor_rollout_ref.rollout.tensor_parallel_size is not a key of verl 0.7.1's "
-       "ppo_trainer config (did you mean actor_rollout_ref.rollout.tensor_model_parallel_size?); "
+     [(X, "actor_rollout_ref.rollout.tensor_parallel_size is not a key of verl 0.9.1's "
+       "ppo_trainer config (verl-0.9.1-config.json) (did you mean actor_rollout_ref.rollout.tensor_model_parallel_size?); "
        "fix the spelling, or write +actor_rollout_ref.rollout.tensor_parallel_size=... to add a "
        "new key")]),
     ("verl-key-owned-by-stack", DEV, {"extra_overrides": ("trainer.nnodes=4",)},
      [(X, "trainer.nnodes is set from the stack config ('trainer.nnodes=4'); change the gke-grpo:job "
        "or gke-grpo:gpu value that owns it instead")]),
     ("verl-plus-on-existing-key", DEV, {"extra_overrides": ("+actor_rollout_ref.actor.clip_ratio=0.3",)},
-     [(X, "actor_rollout_ref.actor.clip_ratio already exists in verl 0.7.1's ppo_trainer config: "
-       "drop the '+' ('+actor_rollout_ref.actor.clip_ratio=0.3')")]),
+     [(X, "actor_rollout_ref.actor.clip_ratio already exists in verl 0.9.1's ppo_trainer config "
+       "(verl-0.9.1-config.json): drop the '+' ('+actor_rollout_ref.actor.clip_ratio=0.3')")]),
     ("not-an-override", DEV, {"extra_overrides": ("trainer.logger",)},
      [(X, "'trainer.logger' is not a key=value override")]),
     ("ulysses-without-remove-padding", DEV,
@@ -190,8 +203,8 @@ BAD = [
      [(J + "rolloutTensorParallelSize", "vLLM TP x PP = 6 does not divide the 32 generation GPUs; "
        "use a divisor")]),
     ("nemo-rl-misspelt-key", PROD, {"extra_overrides": ("policy.dtensor_cfg.activation_checkpoint=True",)},
-     [(X, "policy.dtensor_cfg.activation_checkpoint is not a key of NeMo RL 0.5.0's "
-       "grpo_math_1B.yaml (data/nemo-rl-0.5.0-keys.txt) (did you mean "
+     [(X, "policy.dtensor_cfg.activation_checkpoint is not a key of NeMo RL 0.7.0's "
+       "grpo_math_1B.yaml (nemo-rl-0.7.0-keys.txt) (did you mean "
        "policy.dtensor_cfg.activation_checkpointing?); fix the spelling, or write "
        "+policy.dtensor_cfg.activation_checkpoint=... to add a new key")]),
     ("nemo-rl-key-owned-by-stack", PROD, {"extra_overrides": ("cluster.num_nodes=8",)},
@@ -282,11 +295,25 @@ def test_nemo_rl_kl_types():
          "(loss_fn.reference_policy_kl_type); kl = k1, mse = k2, low_var_kl = k3")]
 
 
-def test_missing_verl_snapshot_is_an_error():
+def test_an_unsupported_release_is_one_error_naming_the_supported_ones():
     spec = dataclasses.replace(DEV, framework_version="9.9.9")
     assert [(f.key, f.message) for f in check(spec)] == [(
-        X, "no verl key snapshot data/verl-9.9.9-config.json to check overrides against: run "
-        "python -m tools.verl_snapshot")]
+        J + "release", "verl 9.9.9 is not a supported release (data/versions.yaml has 0.9.1, 0.7.1)")]
+
+
+def test_missing_key_list_is_an_error(monkeypatch, tmp_path):
+    from jobs.plan.preflight import override_rules
+
+    override_rules.release_keys.cache_clear()
+    override_rules.release_prefixes.cache_clear()
+    monkeypatch.setattr(override_rules, "DATA_DIR", tmp_path)
+    try:
+        assert [(f.key, f.message) for f in check(DEV) if f.key == X] == [(
+            X, "no key list verl-0.9.1-config.json of verl 0.9.1 to check overrides against: run "
+            "python -m tools.verl_snapshot")]
+    finally:
+        override_rules.release_keys.cache_clear()
+        override_rules.release_prefixes.cache_clear()
 
 
 def test_valid_extra_overrides_pass():

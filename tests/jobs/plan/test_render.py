@@ -9,7 +9,7 @@ import pytest
 
 from jobs.plan.render import RenderedJob, epochs_for_steps, override_key, owned_keys, render
 from tests.conftest import skip_or_fail
-from tests.jobs.plan.test_preflight import DEV, PROD
+from tests.jobs.plan.test_preflight import DEV, DEV_071, PROD, PROD_050
 
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL")
 # The stacks pin the Hub revisions: the staged directories are named after them.
@@ -72,9 +72,15 @@ def test_verl_dev_overrides():
     assert o["actor_rollout_ref.model.enable_gradient_checkpointing"] == "True"
     assert o["actor_rollout_ref.rollout.gpu_memory_utilization"] == "0.6"
     assert o["actor_rollout_ref.actor.optim.lr"] == "1e-06"
-    # The one new key: the TensorBoard folder reaches verl's TaskRunner actor through ray.init's
-    # runtime_env (tests/jobs/cli/test_metrics_render.py checks it resolves).
-    assert [k for k in o if k.startswith(("+", "~"))] == ["+ray_kwargs.ray_init.runtime_env"]
+    # The one key replaced whole: the TensorBoard folder reaches verl's TaskRunner actor through
+    # ray.init's runtime_env (tests/jobs/cli/test_metrics_render.py checks it resolves). 0.9.1's
+    # config has the node (`++` replaces it); 0.7.1's has not (`+` adds it), and its rendered
+    # command stays as deployed.
+    assert [k for k in o if k.startswith(("+", "~"))] == ["++ray_kwargs.ray_init.runtime_env"]
+    old = as_dict(render(DEV_071).overrides)
+    assert [k for k in old if k.startswith(("+", "~"))] == ["+ray_kwargs.ray_init.runtime_env"]
+    assert {k.lstrip("+"): v for k, v in old.items()} == {k.lstrip("+"): v.replace(DEV.run_id, DEV_071.run_id)
+                                                          for k, v in o.items()}
 
 
 def test_verl_entrypoint_is_the_quoted_command():
@@ -102,10 +108,11 @@ def test_epochs_for_steps():
     assert epochs_for_steps(10, 7217) == 10
 
 
-def test_verl_runtime_env_installs_exactly_verl():
-    env = render(DEV).runtime_env
+@pytest.mark.parametrize("spec,version", [(DEV, "0.9.1"), (DEV_071, "0.7.1")], ids=["0.9.1", "0.7.1"])
+def test_verl_runtime_env_installs_exactly_verl(spec, version):
+    env = render(spec).runtime_env
     assert set(env) == {"pip", "env_vars"}
-    assert env["pip"]["packages"] == ["verl==0.7.1"]
+    assert env["pip"]["packages"] == [f"verl=={version}"]
     assert "--no-deps" in env["pip"]["pip_install_options"]
     assert "torch" not in str(env)
 
@@ -140,10 +147,12 @@ def test_rendered_job_shape():
 # ---- NeMo RL ------------------------------------------------------------------------------------
 
 
-def test_nemo_rl_prod_overrides():
-    job = render(PROD)
+@pytest.mark.parametrize("spec,entry", [(PROD, "run_grpo.py"), (PROD_050, "run_grpo_math.py")],
+                         ids=["0.7.0", "0.5.0"])
+def test_nemo_rl_prod_overrides(spec, entry):
+    job = render(spec)
     assert job.entrypoint.startswith(
-        "cd /opt/nemo-rl && uv run python examples/run_grpo_math.py --config "
+        f"cd /opt/nemo-rl && uv run python examples/{entry} --config "
         "examples/configs/grpo_math_1B.yaml ")
     assert job.entrypoint.endswith(shlex.join(job.overrides))
     o = as_dict(job.overrides)
@@ -154,7 +163,7 @@ def test_nemo_rl_prod_overrides():
     assert o["policy.model_name"] == QWEN_32B
     assert o["policy.train_global_batch_size"] == "512"
     assert o["policy.train_micro_batch_size"] == "1"
-    assert o["policy.logprob_batch_size"] == "2"
+    assert o["policy.logprob_batch_size"] == "1"         # v0.7.0's 32B recipe (the prod stack's)
     assert o["policy.generation.colocated.enabled"] == "True"
     assert "policy.generation.colocated.resources.num_nodes" not in o
     assert o["policy.generation.vllm_cfg.tensor_parallel_size"] == "4"
@@ -171,15 +180,26 @@ def test_nemo_rl_prod_overrides():
     assert o["loss_fn.reference_policy_kl_type"] == "k3"
     assert o["policy.generation.vllm_cfg.gpu_memory_utilization"] == "0.6"
     assert o["checkpointing.enabled"] == "True"
-    assert o["checkpointing.checkpoint_dir"] == PROD.checkpoint_dir
+    assert o["checkpointing.checkpoint_dir"] == spec.checkpoint_dir
     assert o["checkpointing.save_period"] == "10" and o["checkpointing.keep_top_k"] == "3"
     # The newest K, not the best by validation accuracy.
     assert o["checkpointing.metric_name"] == "null"
     assert o["logger.wandb_enabled"] == "False"
-    assert o["data.dataset_name"] == "ResponseDataset"
-    assert o["+data.train_data_path"] == f"{GSM8K}/train.jsonl"
-    assert o["+data.val_data_path"] == f"{GSM8K}/validation.jsonl"
-    assert o["+data.input_key"] == "question" and o["+data.output_key"] == "answer"
+    if spec is PROD_050:      # the flat layout, synchronous saves (no is_async key at v0.5.0)
+        assert o["data.dataset_name"] == "ResponseDataset"
+        assert o["+data.train_data_path"] == f"{GSM8K}/train.jsonl"
+        assert o["+data.val_data_path"] == f"{GSM8K}/validation.jsonl"
+        assert o["+data.input_key"] == "question" and o["+data.output_key"] == "answer"
+        assert not any("is_async" in key for key in o)
+    else:                     # v0.7.0's nested layout; its v2 policy saves synchronously
+        assert o["data.train.dataset_name"] == "ResponseDataset"
+        assert o["+data.train.data_path"] == f"{GSM8K}/train.jsonl"
+        assert o["+data.train.input_key"] == "question" and o["+data.train.output_key"] == "answer"
+        assert o["data.train.split_validation_size"] == "0"
+        assert o["data.validation"] == (f"{{dataset_name:ResponseDataset,data_path:{GSM8K}/validation.jsonl,"
+                                        "input_key:question,output_key:answer}")
+        assert o["+checkpointing.is_async"] == "False"
+        assert not any(key.startswith(("data.dataset_name", "+data.train_data_path")) for key in o)
     # NeMo RL's init_ray re-sends the driver's environment: Ray must be told to merge.
     assert job.runtime_env == {"env_vars": {"HF_HOME": "/data/huggingface_cache",
                                             "PYTHONUNBUFFERED": "1",
