@@ -54,8 +54,11 @@ NODE_DEATH_PATTERNS = tuple(re.compile(p) for p in (
     # common.proto NodeDeathInfo.Reason, printed by name in Ray's and the frameworks' logs.
     r"\bAUTOSCALER_DRAIN_PREEMPTED\b",
     # _raylet.so, a plain task on a dead node (ErrorType NODE_DIED -> ray.exceptions.NodeDiedError):
-    # "Task failed because the node it was running on is dead or unavailable. ..."
+    # "Task failed because the node it was running on is dead or unavailable. ..." (2.54.0,
+    # 2.55.1); Ray 2.49.2's says "Task failed due to the node (where this task was running)
+    # <node> was dead or unavailable." (its _raylet.so, read 2026-12-06).
     r"the node it was running on is dead or unavailable",
+    r"Task failed due to the node \(where this task was running\)",
     r"\bNodeDiedError\b",
     # _raylet.so: "Actor died by preemption." and "... failed due to node preemption."
     r"Actor died by preemption",

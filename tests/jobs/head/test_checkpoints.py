@@ -3,10 +3,12 @@ latest_checkpointed_iteration.txt names; nothing is removed when that cannot be 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from jobs.head import checkpoints as ckpt
 from jobs.head.checkpoints import prune_verl_checkpoints
 from jobs.plan.checkpoint_storage import checkpoints_on_disk
 
@@ -84,3 +86,29 @@ def test_checkpoints_on_disk():
     assert checkpoints_on_disk("verl", 2) == 5
     assert checkpoints_on_disk("verl", 3) == 7
     assert checkpoints_on_disk("nemo-rl", 3) == 5
+
+
+@pytest.mark.parametrize("version", ["0.9.1", "0.7.1"])
+def test_the_tracker_and_step_directories_are_what_each_verl_release_writes(version):
+    """verl's own get_checkpoint_tracker_filename (verl/utils/checkpoint/checkpoint_manager.py,
+    executed from each release's source) and the step directory its trainer saves to (0.7.1:
+    trainer/ppo/ray_trainer.py _save_checkpoint; 0.9.1: trainer/ppo/v1/trainer_base.py
+    _save_checkpoint), which the driver reads and prunes."""
+    import ast as python_ast
+
+    from tools import verl_snapshot
+
+    tree = verl_snapshot.tree(version)
+    manager = tree / "utils" / "checkpoint" / "checkpoint_manager.py"
+    if not manager.is_file():
+        from tests.conftest import skip_or_fail
+
+        skip_or_fail(f"{manager} is missing (make setup installs every verl release in .verl-trees)")
+    module = python_ast.parse(manager.read_text())
+    (fn,) = [n for n in module.body if isinstance(n, python_ast.FunctionDef)
+             and n.name == "get_checkpoint_tracker_filename"]
+    namespace: dict = {"os": os}
+    exec(compile(python_ast.Module(body=[fn], type_ignores=[]), str(manager), "exec"), namespace)
+    assert namespace["get_checkpoint_tracker_filename"]("/run") == f"/run/{ckpt.VERL_TRACKER}"
+    trainer = tree / "trainer" / "ppo" / ("v1/trainer_base.py" if version == "0.9.1" else "ray_trainer.py")
+    assert 'f"global_step_{self.global_steps}"' in trainer.read_text()

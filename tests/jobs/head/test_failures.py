@@ -23,6 +23,9 @@ PREEMPTED = ["The actor died because its node has died. Node Id: 8bc4462a",
 TASK_NODE_DIED = ["ray.exceptions.NodeDiedError: Task failed because the node it was running on is dead "
                   "or unavailable. Node IP: 10.0.0.3, node ID: 1a2b. This can happen if the node was "
                   "preempted, had a hardware failure, or its raylet crashed unexpectedly."]
+# Ray 2.49.2's wording (its _raylet.so, the NeMo RL v0.5.0 image), without the exception's name.
+TASK_NODE_DIED_2492 = ["Task failed due to the node (where this task was running) 1a2b was dead or "
+                       "unavailable."]
 WORKER_DIED = ["ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
                "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
                "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of "
@@ -57,8 +60,9 @@ def dead() -> tuple[DeadNode, ...]:
     return (DeadNode("8bc4462a00ff", "10.0.0.3", "AUTOSCALER_DRAIN_PREEMPTED", "spot preempted", 1.0),)
 
 
-@pytest.mark.parametrize("lines", [NODE_DIED, NODE_GONE, PREEMPTED, TASK_NODE_DIED],
-                         ids=["pod-deleted", "node-vanished", "preempted", "task-node-died"])
+@pytest.mark.parametrize("lines", [NODE_DIED, NODE_GONE, PREEMPTED, TASK_NODE_DIED, TASK_NODE_DIED_2492],
+                         ids=["pod-deleted", "node-vanished", "preempted", "task-node-died",
+                              "task-node-died-ray-2.49.2"])
 def test_ray_node_death_texts_are_a_lost_node(lines):
     reason, evidence = classify(1, output(STEP, *lines), attempt_saw_step=True)
     assert reason == Reason.NODE_LOST and evidence.strip() in "\n".join(lines)
