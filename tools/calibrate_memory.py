@@ -7,6 +7,8 @@ data/memory-calibration-<gpu>*.json (docs/memory-planner.md, "Recalibrating").
     python3 tools/calibrate_memory.py --paths --verl-src D --flash-attn-ce F --nemo-rl-src D \
         --out data/memory-calibration-h200-paths.json     # each framework's own log-prob path
     python3 tools/calibrate_memory.py --paths --holdout --predict --out ...    # no GPU
+    python3 tools/calibrate_memory.py --paths --verl-version 0.9.1 --verl-src D --flash-attn-ce F \
+        --out data/memory-calibration-h200-paths-verl-0.9.1.json    # verl 0.9.1's FSDP engine
 
 Needs torch and transformers (the H200 image has both; nothing here is installed or downloaded);
 --paths also Triton and the frameworks' source files (the section "The frameworks' own log-prob
@@ -430,6 +432,7 @@ class PathVariant:
     torch_compile: bool = True      # verl actor.use_torch_compile
     fused: bool = False             # verl model.use_fused_kernels (impl_backend torch, its default)
     vocab_parallel: bool = False    # NeMo RL under TP: DistributedLogprob on the local vocab shard
+    temperature: float = TEMPERATURE  # verl rollout.temperature (0.9.1 scales out of place unless 1.0)
 
     def options(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items()
@@ -474,6 +477,19 @@ NEMO_RL_PATHS = (
 )
 # Also measured without gradient checkpointing (the rest run with it, as both stacks do).
 WITHOUT_CHECKPOINTING = ("verl.update_policy", "nemo_rl.train", "nemo_rl.train.vocab_parallel")
+# verl 0.9.1 (verl/workers/engine/fsdp/transformer_impl.py FSDPEngineWithLMHead): the same paths,
+# plus a temperature other than 1.0, which 0.9.1 divides out of place (_scale_logits_by_temperature,
+# line 98) where 0.7.1 divided in place whatever its value; its padded branch has no response
+# length (prepare_model_outputs takes the log-probs of every token, lines 1475-1522).
+SAMPLING_TEMPERATURE = 0.7          # any value but 1.0 takes 0.9.1's division
+VERL_091_PATHS = (
+    *VERL_PATHS,
+    PathVariant("verl.update_policy.temperature", "verl", "forward_backward",
+                temperature=SAMPLING_TEMPERATURE),
+    PathVariant("verl.compute_log_prob.entropy.temperature", "verl", "logprob_forward",
+                calculate_entropy=True, temperature=SAMPLING_TEMPERATURE),
+)
+VERL_VERSIONS = ("0.7.1", "0.9.1")
 
 
 def _sha256(path: Path) -> str:
@@ -501,17 +517,35 @@ def _load_file_as(name: str, path: Path):
     return module
 
 
+def _load_functions(path: Path, names: tuple[str, ...], namespace: dict) -> dict:
+    """The named top-level functions of a source file, compiled from that file alone (its
+    imports are not run): verl 0.9.1's transformer_impl.py imports its whole engine stack, of
+    which the measured branch needs two small functions."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    picked = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in names]
+    if {node.name for node in picked} != set(names):
+        raise RuntimeError(f"{path}: expected functions {names}")
+    exec(compile(ast.Module(body=picked, type_ignores=[]), str(path), "exec"), namespace)
+    return {name: namespace[name] for name in names}
+
+
 @dataclass
 class FrameworkCode:
     """verl's, flash-attn's and NeMo RL's modules as imported from their source files."""
 
     verl_functional: Any            # verl.utils.torch_functional
     verl_dense_common: Any          # verl.models.transformers.dense_common
-    nemo_model_utils: Any           # nemo_rl.distributed.model_utils
+    nemo_model_utils: Any           # nemo_rl.distributed.model_utils (None: not loaded)
     sources: dict
+    verl_version: str = "0.7.1"
+    # verl 0.9.1 transformer_impl.py: _is_scalar_unit_temperature, _scale_logits_by_temperature
+    verl_engine: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def load(cls, verl_src: Path, flash_attn_ce: Path, nemo_rl_src: Path) -> FrameworkCode:
+    def load(cls, verl_src: Path, flash_attn_ce: Path, nemo_rl_src: Path | None,
+             verl_version: str = "0.7.1") -> FrameworkCode:
         import importlib
 
         # transformers probes for flash_attn when its modeling code is first imported: that
@@ -536,13 +570,16 @@ class FrameworkCode:
         functional = importlib.import_module("verl.utils.torch_functional")
         if not functional.FLAH_ATTN_CROSS_ENTROPY_LOSS_AVAILABLE:
             raise RuntimeError("verl did not pick up flash-attn's cross entropy")
+        if verl_version == "0.9.1":
+            # 0.9.1's fused kernels take their log-probs with flash-attn's cross entropy when
+            # they can import it (verl/utils/experimental/torch_functional.py lines 27-32).
+            experimental = importlib.import_module("verl.utils.experimental.torch_functional")
+            if not experimental._FLASH_ATTN_CROSS_ENTROPY_AVAILABLE:
+                raise RuntimeError("verl's fused kernels did not pick up flash-attn's cross entropy")
         for name in stand_ins:
             sys.modules.pop(name, None)
         dense_common = importlib.import_module("verl.models.transformers.dense_common")
         importlib.import_module("verl.utils.experimental.torch_functional")
-        for name in ("nemo_rl", "nemo_rl.distributed"):
-            _empty_package(name, nemo_rl_src.joinpath(*name.split(".")))
-        model_utils = importlib.import_module("nemo_rl.distributed.model_utils")
         files = {
             "verl/utils/torch_functional.py": verl_src / "verl/utils/torch_functional.py",
             "verl/utils/device.py": verl_src / "verl/utils/device.py",
@@ -551,10 +588,23 @@ class FrameworkCode:
             "verl/models/transformers/dense_common.py":
                 verl_src / "verl/models/transformers/dense_common.py",
             "flash_attn/ops/triton/cross_entropy.py": flash_attn_ce,
-            "nemo_rl/distributed/model_utils.py": nemo_rl_src / "nemo_rl/distributed/model_utils.py",
         }
+        engine: dict = {}
+        if verl_version == "0.9.1":
+            impl = verl_src / "verl/workers/engine/fsdp/transformer_impl.py"
+            engine = _load_functions(impl, ("_is_scalar_unit_temperature",
+                                            "_scale_logits_by_temperature"), {"torch": sys.modules["torch"]})
+            files["verl/workers/engine/fsdp/transformer_impl.py"] = impl
+            files["verl/plugin/platform/platform_manager.py"] = \
+                verl_src / "verl/plugin/platform/platform_manager.py"
+        model_utils = None
+        if nemo_rl_src is not None:
+            for name in ("nemo_rl", "nemo_rl.distributed"):
+                _empty_package(name, nemo_rl_src.joinpath(*name.split(".")))
+            model_utils = importlib.import_module("nemo_rl.distributed.model_utils")
+            files["nemo_rl/distributed/model_utils.py"] = nemo_rl_src / "nemo_rl/distributed/model_utils.py"
         sources = {key: {"sha256": _sha256(path)} for key, path in files.items()}
-        return cls(functional, dense_common, model_utils, sources)
+        return cls(functional, dense_common, model_utils, sources, verl_version, engine)
 
 
 def build_nemo_rl(torch, spec: dict, device, checkpointing: bool):
@@ -597,8 +647,13 @@ def build_nemo_rl(torch, spec: dict, device, checkpointing: bool):
     return model, optimizer, sum(p.numel() for p in model.parameters())
 
 
-def path_builds() -> list[tuple[str, bool, tuple[PathVariant, ...]]]:
-    """(wrapping, checkpointing, paths) in the order they run on each model."""
+def path_builds(verl_version: str = "0.7.1") -> list[tuple[str, bool, tuple[PathVariant, ...]]]:
+    """(wrapping, checkpointing, paths) in the order they run on each model. verl 0.9.1 runs
+    verl's builds alone: NeMo RL's path is the same at v0.5.0 and v0.7.0 (docs/memory-planner.md)."""
+    if verl_version == "0.9.1":
+        verl = VERL_091_PATHS + VERL_PADDED_PATHS
+        return [("verl", True, verl),
+                ("verl", False, tuple(v for v in verl if v.name in WITHOUT_CHECKPOINTING))]
     verl = VERL_PATHS + VERL_PADDED_PATHS
     return [("verl", True, verl),
             ("nemo-rl", True, NEMO_RL_PATHS),
@@ -606,23 +661,29 @@ def path_builds() -> list[tuple[str, bool, tuple[PathVariant, ...]]]:
             ("nemo-rl", False, tuple(v for v in NEMO_RL_PATHS if v.name in WITHOUT_CHECKPOINTING))]
 
 
-def responses_for(variant: PathVariant, lengths: tuple[int, ...]) -> tuple[int | None, ...]:
-    """The response lengths a path runs with: only verl's padded rows keep a response slice."""
-    return lengths if variant.framework == "verl" and not variant.remove_padding else (None,)
+def responses_for(variant: PathVariant, lengths: tuple[int, ...],
+                  verl_version: str = "0.7.1") -> tuple[int | None, ...]:
+    """The response lengths a path runs with: only verl 0.7.1's padded rows keep a response
+    slice (dp_actor.py: logits[:, -response_length - 1 : -1]); 0.9.1's keep every token."""
+    padded = variant.framework == "verl" and not variant.remove_padding
+    return lengths if padded and verl_version == "0.7.1" else (None,)
 
 
-def planner_path(framework: str, options: dict, response_length: int | None, sequence: int):
-    """The planner's LogProbPath (jobs/plan/logprob_paths.py) for a measured path, and whether
-    its log-prob pass computes the entropy."""
+def planner_path(framework: str, options: dict, response_length: int | None, sequence: int,
+                 version: str):
+    """The planner's LogProbPath (jobs/plan/logprob_paths.py) for a measured path of `framework`
+    at `version`, and whether its log-prob pass computes the entropy. Rows without a temperature
+    option ran at TEMPERATURE (their file's "temperature")."""
     from jobs.plan.logprob_paths import LogProbPath
 
     if framework == "nemo-rl":
-        return LogProbPath("nemo-rl", vocab_parallel=options["vocab_parallel"]), False
+        return LogProbPath("nemo-rl", version, vocab_parallel=options["vocab_parallel"]), False
     fraction = response_length / sequence if response_length else 1.0
-    path = LogProbPath("verl", remove_padding=options["remove_padding"], response_fraction=fraction,
-                       entropy_in_loss=options["entropy_coeff"] != 0,
+    path = LogProbPath("verl", version, remove_padding=options["remove_padding"],
+                       response_fraction=fraction, entropy_in_loss=options["entropy_coeff"] != 0,
                        torch_compile=options["torch_compile"], chunking=options["chunking"],
-                       entropy_checkpointing=options["entropy_checkpointing"], fused=options["fused"])
+                       entropy_checkpointing=options["entropy_checkpointing"], fused=options["fused"],
+                       temperature=options.get("temperature", TEMPERATURE))
     return path, options["calculate_entropy"]
 
 
@@ -636,16 +697,18 @@ def predict_paths(args) -> dict:
     models = HOLDOUT_PATH_MODELS if args.holdout else PATH_MODELS
     tokens_list = HOLDOUT_PATH_TOKENS if args.holdout else PATH_TOKENS
     lengths = HOLDOUT_RESPONSE_LENGTHS if args.holdout else RESPONSE_LENGTHS
+    versions = framework_versions(args.verl_version)
     predictions = []
     for spec in models:
         shape = replace_shape(shape_for(spec["model"]), spec["layers_run"])
-        for wrapping, checkpointing, variants in path_builds():
+        for wrapping, checkpointing, variants in path_builds(args.verl_version):
             for tokens in tokens_list:
                 for variant in variants:
-                    for response_length in responses_for(variant, lengths):
+                    for response_length in responses_for(variant, lengths, args.verl_version):
                         rows, sequence = batch_shape(variant, tokens)
                         path, entropy = planner_path(variant.framework, variant.options(),
-                                                     response_length, sequence)
+                                                     response_length, sequence,
+                                                     versions[variant.framework])
                         estimate = path_estimate(shape, path, phase=variant.phase,
                                                  tokens=rows * sequence, checkpointing=checkpointing,
                                                  entropy=entropy)
@@ -659,8 +722,15 @@ def predict_paths(args) -> dict:
     return {"what": "the planner's predicted peak allocated bytes (jobs/plan/memory_model.py "
                     "path_estimate) of every row of a tools/calibrate_memory.py --paths"
                     + (" --holdout" if args.holdout else "") + " run, written before it ran",
+            "framework_versions": versions,
             "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "command": " ".join(["python3", *sys.argv]), "predictions": predictions}
+
+
+def framework_versions(verl_version: str) -> dict[str, str]:
+    """The framework versions a --paths run measures: verl's chosen one, and with verl 0.7.1 also
+    NeMo RL 0.5.0 (the --nemo-rl-src tree it was written for)."""
+    return {"verl": verl_version} if verl_version != "0.7.1" else {"verl": "0.7.1", "nemo-rl": "0.5.0"}
 
 
 def batch_shape(variant: PathVariant, tokens: int) -> tuple[int, int]:
@@ -762,6 +832,77 @@ class PathRunner:
                                    functional.entropy_from_logits, logits))
         return log_probs, entropy
 
+    def verl091_forward_micro_batch(self, model, batch: PathBatch, variant: PathVariant,
+                                    calculate_entropy: bool):
+        """verl 0.9.1 verl/workers/engine/fsdp/transformer_impl.py FSDPEngineWithLMHead, the
+        branches a Qwen2 actor on one GPU takes (no Ulysses, no static padding, no distillation):
+        forward_step (line 1546) runs the model and prepare_model_outputs under autocast;
+        prepare_model_inputs (line 1151) turns the micro batch's host-scalar temperature into a
+        per-row float32 tensor and notes whether it is 1.0 (_is_scalar_unit_temperature: the
+        trainer passes rollout.temperature, a float, verl/trainer/ppo/v1/trainer_base.py lines
+        1652-1656 and 1827); prepare_model_outputs (line 1332): with padding removal the packed
+        row, _scale_logits_by_temperature (a no-op at 1.0, else logits / temperature out of place),
+        the (compiled) entropy, checkpointed when entropy_checkpointing, and logprobs_from_logits
+        with inplace_backward = not calculate_entropy (lines 1358-1432); without padding removal
+        the whole padded rows scaled, eager entropy_from_logits over every position, the valid
+        tokens narrowed and concatenated, logprobs_from_logits with its default in-place backward
+        (lines 1475-1522); with use_fused_kernels the patched forward's log_probs/entropy, its
+        labels passed as shift_labels (lines 1315-1326, 1362-1366)."""
+        torch, functional = self.torch, self.code.verl_functional
+        is_unit = self.code.verl_engine["_is_scalar_unit_temperature"]
+        scale = self.code.verl_engine["_scale_logits_by_temperature"]
+        rows, sequence = batch.input_ids.shape
+        temperature_item = variant.temperature
+        temperature_is_one = is_unit(temperature_item)
+        temperature = torch.tensor([temperature_item] * rows, device=self.device).to(torch.float32)
+        entropy = None
+        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16):
+            if variant.remove_padding:
+                # expand_as_nested(temperature, input_ids).values(): one value per packed token
+                temperature_rmpad = temperature.repeat_interleave(sequence)
+                input_ids_rmpad_rolled = torch.roll(batch.input_ids, shifts=-1, dims=1).squeeze(0)
+                extra_args = ({"temperature": temperature_item, "return_dict": True,
+                               "shift_labels": input_ids_rmpad_rolled.unsqueeze(0)}
+                              if variant.fused else {})
+                output = model(input_ids=batch.input_ids, attention_mask=None,
+                               position_ids=batch.position_ids, use_cache=False, **extra_args)
+                if variant.fused:
+                    log_probs = output.log_probs.squeeze(0)
+                    entropy = output.entropy.squeeze(0) if calculate_entropy else None
+                    return log_probs, entropy
+                logits_rmpad = output.logits.squeeze(0)
+                logits_rmpad = scale(logits_rmpad, temperature_rmpad.unsqueeze(-1),
+                                     is_unit_temperature=temperature_is_one)
+                if calculate_entropy:
+                    compute = self.entropy_function(variant)
+                    if not variant.entropy_checkpointing:
+                        entropy = (compute(logits_rmpad, chunk_size=2048) if variant.chunking
+                                   else compute(logits_rmpad))
+                    else:
+                        entropy = torch.utils.checkpoint.checkpoint(compute, logits_rmpad)
+                log_probs = functional.logprobs_from_logits(
+                    logits=logits_rmpad, labels=input_ids_rmpad_rolled,
+                    inplace_backward=not calculate_entropy)
+                return log_probs, entropy
+            input_ids_rmpad_rolled = torch.roll(batch.input_ids.reshape(-1), shifts=-1, dims=0)
+            output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask.to(torch.int32),
+                           position_ids=batch.position_ids, use_cache=False)
+            logits = output.logits
+            logits = scale(logits, temperature.unsqueeze(-1).unsqueeze(-1),
+                           is_unit_temperature=temperature_is_one)
+            if calculate_entropy:
+                entropy = (functional.entropy_from_logits(logits) if not variant.entropy_checkpointing
+                           else torch.utils.checkpoint.checkpoint(functional.entropy_from_logits, logits))
+            seq_lengths = torch.full((rows,), sequence, device=self.device, dtype=torch.int64)
+            starts = torch.zeros_like(seq_lengths)
+            logits = torch.nested.narrow(logits, 1, starts, seq_lengths, layout=torch.jagged)
+            logits_rmpad = torch.cat([t for t in logits.unbind()])
+            log_probs = functional.logprobs_from_logits(logits=logits_rmpad, labels=input_ids_rmpad_rolled)
+            if entropy is not None:
+                entropy = torch.nested.narrow(entropy, 1, starts, seq_lengths, layout=torch.jagged)
+                entropy = torch.cat([t for t in entropy.unbind()])
+        return log_probs, entropy
+
     def nemo_rl_logits(self, model, batch: PathBatch):
         """dtensor_policy_worker_v2.py (v0.5.0) train/get_logprobs: the model under autocast,
         outputs.logits (fp32: the FSDP output_dtype), _apply_temperature_scaling (div_)."""
@@ -827,9 +968,10 @@ class PathRunner:
                 stack.enter_context(torch.no_grad())
             if variant.framework == "verl":
                 calculate_entropy = (variant.calculate_entropy or variant.entropy_coeff != 0)
+                forward = (self.verl091_forward_micro_batch if self.code.verl_version == "0.9.1"
+                           else self.verl_forward_micro_batch)
                 with self.fused_forward(variant.fused):
-                    log_probs, entropy = self.verl_forward_micro_batch(model, batch, variant,
-                                                                       calculate_entropy)
+                    log_probs, entropy = forward(model, batch, variant, calculate_entropy)
                 if train:
                     loss = self.policy_loss(log_probs, entropy, variant.entropy_coeff)
                     del log_probs, entropy
@@ -889,7 +1031,7 @@ class PathCalibration:
             self.torch.cuda.empty_cache()
 
     def calibrate_model(self, spec: dict) -> None:
-        for wrapping, checkpointing, variants in path_builds():
+        for wrapping, checkpointing, variants in path_builds(self.runner.code.verl_version):
             if self.over_budget():
                 self.result["skipped"].append({"model": spec["model"], "layers_run": spec["layers_run"],
                                                "wrapping": wrapping, "gradient_checkpointing": checkpointing,
@@ -918,6 +1060,12 @@ class PathCalibration:
             self.result["skipped"].append({**spec, "wrapping": wrapping, "why": f"out of memory building: {err}"[:300]})
             self.save()
             return
+        # Each build is one actor: verl compiles its entropy functions once per actor (dp_actor.py
+        # __init__ at 0.7.1, FSDPEngine.__init__ at 0.9.1, transformer_impl.py lines 178-187), so
+        # the compiled code starts afresh rather than carrying other models' recompilations
+        # towards dynamo's recompile limit (past it, dynamo runs the function eagerly).
+        self.runner.compiled.clear()
+        torch._dynamo.reset()
         entry = {**spec, "wrapping": wrapping, "gradient_checkpointing": checkpointing,
                  "parameters": params, "allocated_before_build": base,
                  "allocated_after_build": meter.allocated(), "rows": [], "errors": []}
@@ -948,7 +1096,7 @@ class PathCalibration:
         self.save()
 
     def responses(self, variant: PathVariant) -> tuple[int | None, ...]:
-        return responses_for(variant, self.response_lengths)
+        return responses_for(variant, self.response_lengths, self.runner.code.verl_version)
 
     def step(self, model, optimizer, spec: dict, variant: PathVariant) -> None:
         """One training step of `variant` (a training path), optimizer step included."""
@@ -1006,7 +1154,8 @@ class PathCalibration:
 def calibrate_paths(args, torch, transformers, cuda: bool, device, started: float) -> dict:
     import torch.distributed as dist
 
-    code = FrameworkCode.load(args.verl_src, args.flash_attn_ce, args.nemo_rl_src)
+    nemo_rl_src = args.nemo_rl_src if args.verl_version == "0.7.1" else None
+    code = FrameworkCode.load(args.verl_src, args.flash_attn_ce, nemo_rl_src, args.verl_version)
     if not cuda:
         # The smoke run (no figures) checks the plumbing on the CPU, where flash-attn's Triton
         # kernels cannot run (Triton's interpreter has no bf16): torch's cross entropy stands in.
@@ -1023,12 +1172,15 @@ def calibrate_paths(args, torch, transformers, cuda: bool, device, started: floa
                  else RESPONSE_LENGTHS)
     env = environment(torch, transformers)
     env.update(triton=triton.__version__, framework_sources=code.sources)
+    versions = framework_versions(args.verl_version)
+    which = (f"verl {versions['verl']} with flash-attn 2.8.3's Triton cross entropy"
+             + (f"; NeMo RL {versions['nemo-rl']}" if "nemo-rl" in versions else ""))
     result = {
-        "what": "peak GPU memory of the frameworks' own log-prob and loss paths (verl 0.7.1 with "
-                "flash-attn 2.8.3's Triton cross entropy; NeMo RL 0.5.0) on FSDP2-wrapped Qwen2 "
-                "models (world size 1, fp32 master weights, bf16 compute, AdamW states present): "
-                "forward+backward of a GRPO loss or a no-grad log-prob forward; "
+        "what": f"peak GPU memory of the frameworks' own log-prob and loss paths ({which}) on "
+                "FSDP2-wrapped Qwen2 models (world size 1, fp32 master weights, bf16 compute, AdamW "
+                "states present): forward+backward of a GRPO loss or a no-grad log-prob forward; "
                 "tools/calibrate_memory.py --paths",
+        "framework_versions": versions,
         "environment": env,
         "padded_sequence_length": PADDED_SEQUENCE, "attention": "sdpa", "temperature": TEMPERATURE,
         "measurements": [], "skipped": [],
@@ -1086,7 +1238,10 @@ def arguments(argv) -> argparse.Namespace:
     parser.add_argument("--paths", action="store_true",
                         help="the frameworks' own log-prob and loss paths (needs the three sources)")
     parser.add_argument("--verl-src", type=Path,
-                        help="a directory holding verl 0.7.1's verl/ (its wheel, unpacked)")
+                        help="a directory holding the verl version's verl/ (its wheel, unpacked)")
+    parser.add_argument("--verl-version", choices=VERL_VERSIONS, default="0.7.1",
+                        help="whose log-prob path runs: 0.7.1 (dp_actor.py, with NeMo RL 0.5.0) "
+                             "or 0.9.1 (the FSDP engine; verl's builds alone)")
     parser.add_argument("--flash-attn-ce", type=Path,
                         help="flash-attn 2.8.3's flash_attn/ops/triton/cross_entropy.py")
     parser.add_argument("--nemo-rl-src", type=Path,
@@ -1096,8 +1251,9 @@ def arguments(argv) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=480.0,
                         help="start no new configuration after this many seconds")
     args = parser.parse_args(argv)
-    if args.paths and not args.predict and not (args.verl_src and args.flash_attn_ce and args.nemo_rl_src):
-        parser.error("--paths needs --verl-src, --flash-attn-ce and --nemo-rl-src")
+    nemo_rl = args.nemo_rl_src or args.verl_version != "0.7.1"
+    if args.paths and not args.predict and not (args.verl_src and args.flash_attn_ce and nemo_rl):
+        parser.error("--paths needs --verl-src, --flash-attn-ce and (with verl 0.7.1) --nemo-rl-src")
     return args
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 import yaml
 
-from jobs.plan.logprob_paths import LogProbPath
+from jobs.plan.logprob_paths import LogProbPath, UnmeasuredVersion
 from jobs.plan.memory_model import (
     ALLOCATOR_BASE_BYTES,
     BF16,
@@ -189,7 +189,8 @@ def _phase(role: str, *groups: Iterable[Term]) -> Phase:
 
 def plan_for_spec(spec: GrpoSpec, gpus: dict[str, GpuMemory] | None = None) -> MemoryPlan | None:
     """The plan of `spec`, or None when its model is not in data/model-shapes.yaml or its GPU
-    type not in data/gpu-memory.yaml (preflight warns)."""
+    type not in data/gpu-memory.yaml (preflight warns). Raises UnmeasuredVersion when its
+    framework_version has no log-prob path in jobs/plan/logprob_paths.py."""
     shape = shape_for(spec.model)
     gpu = (gpus or load_gpu_memory()).get(spec.gpu_type)
     if shape is None or gpu is None or spec.total_gpus < 1:
@@ -203,14 +204,15 @@ def plan_for_spec(spec: GrpoSpec, gpus: dict[str, GpuMemory] | None = None) -> M
     return None
 
 
-def verl_path(values: dict[str, str], response_fraction: float) -> LogProbPath:
-    """verl's log-prob path from the rendered overrides, with verl 0.7.1's defaults
-    (verl/trainer/config/actor/actor.yaml, actor/dp_actor.yaml, model/hf_model.yaml). The loss
-    computes the entropy when actor.entropy_coeff != 0 or actor.calculate_entropy (dp_actor.py
-    update_policy)."""
+def verl_path(values: dict[str, str], response_fraction: float, version: str) -> LogProbPath:
+    """verl `version`'s log-prob path from the rendered overrides, with its defaults, the same at
+    0.7.1 and 0.9.1 (verl/trainer/config/actor/actor.yaml use_torch_compile: true, model/
+    hf_model.yaml use_fused_kernels: False, impl_backend: torch, rollout/rollout.yaml temperature:
+    1.0). The loss computes the entropy when actor.entropy_coeff != 0 or actor.calculate_entropy
+    (0.7.1 dp_actor.py update_policy; 0.9.1 verl/trainer/ppo/v1/trainer_base.py lines 1831-1833)."""
     a, m = "actor_rollout_ref.actor.", "actor_rollout_ref.model."
     return LogProbPath(
-        "verl", remove_padding=_override_bool(values, m + "use_remove_padding", False),
+        "verl", version, remove_padding=_override_bool(values, m + "use_remove_padding", False),
         response_fraction=response_fraction,
         entropy_in_loss=(_override_float(values, a + "entropy_coeff", 0.0) != 0
                          or _override_bool(values, a + "calculate_entropy", False)),
@@ -218,7 +220,8 @@ def verl_path(values: dict[str, str], response_fraction: float) -> LogProbPath:
         chunking=_override_bool(values, a + "entropy_from_logits_with_chunking", False),
         entropy_checkpointing=_override_bool(values, a + "entropy_checkpointing", False),
         fused=_override_bool(values, m + "use_fused_kernels", False),
-        fused_backend=values.get(m + "fused_kernel_options.impl_backend", "torch"))
+        fused_backend=values.get(m + "fused_kernel_options.impl_backend", "torch"),
+        temperature=_override_float(values, "actor_rollout_ref.rollout.temperature", 1.0))
 
 
 def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
@@ -236,7 +239,7 @@ def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
     offload_params = _override_bool(values, a + "actor.fsdp_config.param_offload", False)
     offload_optim = _override_bool(values, a + "actor.fsdp_config.optimizer_offload", False)
     ref_offload = _override_bool(values, a + "ref.fsdp_config.param_offload", False)
-    path = verl_path(values, spec.max_response_length / max(sequence, 1))
+    path = verl_path(values, spec.max_response_length / max(sequence, 1), spec.framework_version)
     p = shape.parameters / n
     root = ROOT_BYTES_PER_PARAM * path.root_parameters(shape)
     actor_resident = (
@@ -257,7 +260,9 @@ def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
     if _override_bool(values, a + "actor.use_dynamic_bsz", False):
         # A dynamic micro batch holds up to the token budget per GPU, times the Ulysses size
         # (verl/workers/actor/dp_actor.py, 0.7.1: ppo_max_token_len_per_gpu *
-        # ulysses_sequence_parallel_size); the log-prob passes' budget defaults to the actor's
+        # ulysses_sequence_parallel_size; 0.9.1: verl/workers/engine/utils.py line 111,
+        # max_token_len_per_gpu * sp_size, set from the same keys in
+        # verl/workers/engine_workers.py lines 620-626); the log-prob passes' budget defaults to the actor's
         # (rollout.log_prob_max_token_len_per_gpu, verl/trainer/config/rollout/rollout.yaml).
         budget = _override_int(values, a + "actor.ppo_max_token_len_per_gpu", 16384)
         lp_budget = _override_int(values, a + "rollout.log_prob_max_token_len_per_gpu", budget)
@@ -324,7 +329,14 @@ def _plan_nemo_rl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: i
         notes.append("policy.logprob_chunk_size: chunked log-probs are not modelled; the "
                      "unchunked estimate is shown")
     # Vocab-parallel log-probs under TP (DistributedLogprob on each GPU's vocabulary shard).
-    path = LogProbPath("nemo-rl", vocab_parallel=tp > 1)
+    path = LogProbPath("nemo-rl", spec.framework_version, vocab_parallel=tp > 1)
+    if spec.framework_version != "0.5.0":
+        # The log-prob path is v0.5.0's (jobs/plan/logprob_paths.py NEMO_RL_070); the model under
+        # it is not: v0.7.0 pins Automodel 24b47e85, whose own Qwen2 class
+        # (components/models/qwen2/model.py line 488 ModelClass) and parallelizer (1d42deb -> 24b47e8,
+        # components/distributed/parallelizer.py lines 225-312) were not measured.
+        notes.append(f"NeMo RL {spec.framework_version}: the activation and root-unit terms were "
+                     "measured on NeMo RL 0.5.0's Automodel (1d42deb), not this release's")
     step = actor_step_terms(shape, path=path, shards=train_gpus, tokens=micro * sequence,
                             checkpointing=checkpointing, tp=tp, sequence_parallel=cp,
                             offload_params=cpu_offload, offload_optimizer=cpu_offload)
@@ -419,7 +431,12 @@ def memory_findings(spec: GrpoSpec, memory_check: str = "enforce") -> list[Findi
     if memory_check not in MEMORY_CHECK_MODES:
         return [Finding("error", MEMORY_CHECK_KEY, f"is {memory_check!r}; one of "
                         + ", ".join(repr(m) for m in MEMORY_CHECK_MODES))]
-    plan = plan_for_spec(spec)
+    try:
+        plan = plan_for_spec(spec)
+    except UnmeasuredVersion as err:
+        # The release comes from the supported-versions row of gke-grpo:kuberay.image (or the
+        # framework's default row: components/run_spec.py spec_from_config).
+        return [Finding("warning", "gke-grpo:kuberay.image", f"GPU memory is not checked: {err}")]
     if plan is None:
         return [Finding("warning", "gke-grpo:job.model",
                         f"{spec.model} on {spec.gpu_type}: no shape in data/model-shapes.yaml or "
