@@ -159,7 +159,7 @@ def refresh_from_git(git_dir: Path, version: str = VERSION) -> list[str]:
     return changed
 
 
-def check_or_write(version: str, check: bool) -> int:
+def check_or_write_keys(version: str, check: bool) -> int:
     text = render_key_list(build_keys(version=version), version)
     path = keys_path(version)
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"data/nemo-rl-{version}/{name} differed from v{version}: rewritten")
                 if changed and args.check:
                     worst = max(worst, 1)
-            worst = max(worst, check_or_write(version, args.check))
+            worst = max(worst, check_or_write_keys(version, args.check))
         except KeysError as err:
             print(f"nemo_rl_keys: {err}", file=sys.stderr)
             return 2

@@ -138,7 +138,7 @@ def render_snapshot(snapshot: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_or_write(version: str, check: bool) -> int:
+def check_or_write_snapshot(version: str, check: bool) -> int:
     try:
         snapshot = build_snapshot(version)
     except SnapshotError as err:
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"verl_snapshot: verl {args.version} is not a supported release (data/versions.yaml "
               f"has {', '.join(versions)})", file=sys.stderr)
         return 2
-    return max(check_or_write(version, args.check) for version in ([args.version] if args.version else versions))
+    return max(check_or_write_snapshot(version, args.check) for version in ([args.version] if args.version else versions))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from jobs.cli.stack_outputs import (
 from jobs.contract.exit_codes import ExitCode
 from jobs.plan.checkpoint_interval import checkpoint_interval_findings
 from jobs.plan.gpu_memory import format_plan, plan_for_spec
+from jobs.plan.logprob_paths import UnmeasuredVersion
 from jobs.plan.preflight import check
 
 
@@ -112,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     capacity_source, tier = _capacity_and_tier(args.stack, args.config_file)
     findings = check(spec) + checkpoint_interval_findings(spec, capacity_source, lustre_tier_mbps_per_tib=tier)
     lines = [str(finding) for finding in findings]
-    plan = plan_for_spec(spec)
+    try:
+        plan = plan_for_spec(spec)
+    except UnmeasuredVersion:      # check() has said so (a warning on job.release)
+        plan = None
     if plan is not None and not any(f.message.endswith(format_plan(plan)) for f in findings):
         lines.append(format_plan(plan))
     try:

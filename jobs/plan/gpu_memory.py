@@ -434,9 +434,8 @@ def memory_findings(spec: GrpoSpec, memory_check: str = "enforce") -> list[Findi
     try:
         plan = plan_for_spec(spec)
     except UnmeasuredVersion as err:
-        # The release comes from the supported-versions row of gke-grpo:kuberay.image (or the
-        # framework's default row: components/run_spec.py spec_from_config).
-        return [Finding("warning", "gke-grpo:kuberay.image", f"GPU memory is not checked: {err}")]
+        # The release is the stack's gke-grpo:job.release (components/run_spec.py spec_from_config).
+        return [Finding("warning", "gke-grpo:job.release", f"GPU memory is not checked: {err}")]
     if plan is None:
         return [Finding("warning", "gke-grpo:job.model",
                         f"{spec.model} on {spec.gpu_type}: no shape in data/model-shapes.yaml or "

@@ -428,17 +428,24 @@ def test_ray_version_comes_from_the_versions_table(stack_preview):
     assert images == {row.image}
 
 
-def test_token_auth_on_when_operator_and_ray_support_it():
-    result = preview_with("prod", {P + "job.framework": "verl", P + "job.miniBatchSize": 32,
-                                   P + "job.trainingTensorParallelSize": 1})
+def test_token_auth_on_when_operator_and_ray_support_it(prod_preview):
+    """prod: the Helm operator 1.7.0 and NeMo RL v0.7.0's Ray 2.55.1 both support it; a verl
+    release on the same stack too."""
+    for result in (prod_preview, preview_with("prod", {
+            P + "job.framework": "verl", P + "job.release": "verl-0.7.1", P + "job.miniBatchSize": 32,
+            P + "job.trainingTensorParallelSize": 1})):
+        assert result.error is None, result.error
+        assert _ray_cluster(result).inputs["spec"]["authOptions"] == {"mode": "token"}
+        assert "is on" in result.outputs["rayTokenAuthentication"]
+
+
+@pytest.mark.parametrize("stack,changes,reason", [
+    ("dev", {}, "GKE Ray addon"),
+    ("prod", {P + "job.release": "nemo-rl-0.5.0", P + "job.logProbMicroBatchSizePerGpu": 2}, "Ray 2.49.2"),
+])
+def test_token_auth_off_says_why(stack, changes, reason):
+    result = preview_with(stack, changes)
     assert result.error is None, result.error
-    assert _ray_cluster(result).inputs["spec"]["authOptions"] == {"mode": "token"}
-    assert "is on" in result.outputs["rayTokenAuthentication"]
-
-
-@pytest.mark.parametrize("stack,reason", [("dev", "GKE Ray addon"), ("prod", "Ray 2.49.2")])
-def test_token_auth_off_says_why(stack, reason, request):
-    result = request.getfixturevalue(f"{stack}_preview")
     assert "authOptions" not in _ray_cluster(result).inputs["spec"]
     assert reason in result.outputs["rayTokenAuthentication"]
 
@@ -531,11 +538,15 @@ def test_unconfirmed_verl_image_is_a_preview_warning(caplog):
         messages.append([r.getMessage() for r in caplog.records if "verlai/verl" in r.getMessage()])
     assert messages[0] == messages[1] and len(messages[0]) == 1
     [warning] = messages[0]
-    assert "verlai/verl:vllm017.dev2 is not confirmed to be on Docker Hub" in warning
-    assert "docker manifest inspect docker.io/verlai/verl:vllm017.dev2" in warning
+    assert "verlai/verl:vllm024.dev2 is not confirmed to be on Docker Hub" in warning
+    assert "docker manifest inspect docker.io/verlai/verl:vllm024.dev2" in warning
+    # its Ray, and the two packages the Dockerfile pins below what verl 0.9.1 asks for
+    assert "set `ray` to what it prints" in warning and "TransferQueue 0.1.8" in warning
     assert warning == load_versions().for_framework("verl").deploy_warnings()[0]
-    # The NeMo RL image is confirmed (NVIDIA's release page names it): no such warning.
-    assert load_versions().for_framework("nemo-rl").deploy_warnings() == []
+    # NeMo RL v0.7.0's image is named by its tag's docs, without a digest: a warning too; v0.5.0's
+    # is confirmed (NVIDIA's release page names it): none.
+    assert "nvcr.io/nvidia/nemo-rl:v0.7.0" in load_versions().for_framework("nemo-rl").deploy_warnings()[0]
+    assert load_versions().by_id("nemo-rl-0.5.0").deploy_warnings() == []
 
 
 # ---- built from its own args (no stack config) ------------------------------------------------

@@ -51,7 +51,7 @@ def test_the_cli_submits_the_run_drivers_one_command():
     assert entry == run_entrypoint() == RUN_COMMAND
     assert shlex.split(entry) == entry.split(" ") == ["python3", "-m", "jobs.run", "--plan",
                                                       "/opt/gke-grpo/run/plan.json"]
-    assert runtime_env["pip"]["packages"] == ["verl==0.7.1"]
+    assert runtime_env["pip"]["packages"] == ["verl==0.9.1"]
     # nothing attempt-specific: every attempt runs the same command
     assert cli.default_entrypoint(spec.with_attempt(3), None)[0] == entry
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
 import json
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
@@ -25,8 +23,12 @@ from jobs.plan.memory_model import calibration_estimate, path_estimate, referenc
 from jobs.plan.model_shapes import shape_for
 from jobs.plan.preflight import check
 from tests.conftest import ROOT, skip_or_fail
-from tests.jobs.plan.test_preflight import DEV, PROD
+from tests.jobs.plan.test_preflight import DEV_071 as DEV
+from tests.jobs.plan.test_preflight import PROD
 from tools import calibrate_memory
+
+# DEV here is the dev stack on verl 0.7.1: the verl figures are 0.7.1's, measured on an H200
+# (data/memory-calibration-h200-paths.json).
 
 DATA = ROOT / "data"
 CALIBRATION = json.loads((DATA / "memory-calibration-h200.json").read_text())
@@ -102,16 +104,17 @@ def test_calibration_has_its_provenance(name):
 
 @pytest.mark.parametrize("name", ["paths", "paths-holdout"])
 def test_the_paths_ran_the_frameworks_pinned_source_files(name):
-    """The files the runs loaded are verl 0.7.1's (the installed wheel, = tag v0.7.1), flash-attn
+    """The files the runs loaded are verl 0.7.1's (.verl-trees/0.7.1, = tag v0.7.1), flash-attn
     2.8.3's and NeMo RL 0.5.0's, byte for byte."""
     sources = DOCUMENTS[name]["environment"]["framework_sources"]
     for file, digest in PINNED_SOURCES.items():
         assert sources[file]["sha256"] == digest
-    spec = importlib.util.find_spec("verl")
-    if spec is None or spec.origin is None:
-        skip_or_fail("verl is not installed (make setup)")
+    from tools import verl_snapshot
+
+    installed = verl_snapshot.tree("0.7.1")
+    if not installed.is_dir():
+        skip_or_fail(f"{installed} is missing (make setup installs every verl release in .verl-trees)")
         return
-    installed = Path(spec.origin).parent
     verl_files = [f for f in sources if f.startswith("verl/")]
     assert len(verl_files) == 4
     for file in verl_files:

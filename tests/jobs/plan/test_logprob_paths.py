@@ -6,8 +6,6 @@ release's figures, and preflight says the memory is not checked."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 import pytest
 
@@ -15,12 +13,13 @@ from jobs.plan import logprob_paths
 from jobs.plan.gpu_memory import format_plan, memory_findings, plan_for_spec
 from jobs.plan.logprob_paths import NEMO_RL_RELEASES, VERL_RELEASES, LogProbPath, UnmeasuredVersion
 from tests.conftest import skip_or_fail
-from tests.jobs.plan.test_preflight import DEV, PROD
+from tests.jobs.plan.test_preflight import DEV, DEV_071, PROD, PROD_050
 
 
-def test_the_committed_stacks_releases_have_a_measured_path():
-    assert DEV.framework_version in VERL_RELEASES
-    assert PROD.framework_version in NEMO_RL_RELEASES
+def test_the_older_releases_and_nemo_rl_0_7_0_have_a_measured_path():
+    assert DEV_071.framework_version in VERL_RELEASES
+    assert PROD.framework_version == "0.7.0" and PROD_050.framework_version == "0.5.0"
+    assert {"0.5.0", "0.7.0"} <= set(NEMO_RL_RELEASES)
 
 
 @pytest.mark.parametrize(("framework", "version"), [
@@ -40,7 +39,7 @@ def _logit_terms(plan):
 
 
 def test_prod_on_nemo_rl_0_7_0_plans_the_same_logits_and_notes_the_model_change():
-    old, new = plan_for_spec(PROD), plan_for_spec(dataclasses.replace(PROD, framework_version="0.7.0"))
+    old, new = plan_for_spec(PROD_050), plan_for_spec(PROD)
     assert _logit_terms(new) == _logit_terms(old) and _logit_terms(old)
     assert [p.total for p in new.phases] == [p.total for p in old.phases]
     assert not old.notes
@@ -53,7 +52,7 @@ def test_verl_0_9_1_is_not_checked_and_preflight_says_so():
     with pytest.raises(UnmeasuredVersion):
         plan_for_spec(spec)
     findings = memory_findings(spec)
-    assert [(f.level, f.key) for f in findings] == [("warning", "gke-grpo:kuberay.image")]
+    assert [(f.level, f.key) for f in findings] == [("warning", "gke-grpo:job.release")]
     assert "GPU memory is not checked: verl 0.9.1" in findings[0].message
     assert "measured: 0.7.1" in findings[0].message
 
@@ -62,11 +61,12 @@ def test_verl_0_7_1_path_is_the_one_the_installed_wheel_runs():
     """VERL_071 follows dp_actor.py's packed branch: logits scaled in place, then
     logprobs_from_logits with inplace_backward = not calculate_entropy (the installed verl 0.7.1
     wheel, verl/workers/actor/dp_actor.py)."""
-    spec = importlib.util.find_spec("verl")
-    if spec is None or spec.origin is None:
-        skip_or_fail("verl is not installed (make setup)")
+    from tools import verl_snapshot
+
+    root = verl_snapshot.tree("0.7.1")
+    if not root.is_dir():
+        skip_or_fail(f"{root} is missing (make setup installs every verl release in .verl-trees)")
         return
-    root = Path(spec.origin).parent
     assert (root / "version" / "version").read_text().strip() == "0.7.1"
     actor = (root / "workers" / "actor" / "dp_actor.py").read_text()
     assert "logits_rmpad.div_(temperature)" in actor
