@@ -106,7 +106,7 @@ def test_moving_a_deployed_stack_says_what_it_recreates_and_that_the_run_starts_
 def test_the_same_release_says_nothing_about_releases(caplog):
     deployed = _deployed("dev")
     result = _preview("dev", {}, deployed, caplog)
-    assert not [w for w in result.warnings if "job.release" in w]
+    assert not [w for w in result.warnings if w.startswith("gke-grpo:job.release: ")]
     assert "job.release is not set" not in caplog.text
 
 

@@ -34,8 +34,9 @@ def test_a_relative_config_file_is_the_user_s_directory_s(tmp_path, monkeypatch)
 
 def test_errors_come_again_after_the_detail_then_the_counts(monkeypatch, capsys):
     # Two rule errors, then the memory plan and the replacement note: the last lines repeat them.
+    # verl 0.7.1: the release whose memory path is measured, so the plan is printed.
     spec = _spec("dev", {"gke-grpo:job.generationsPerPrompt": 1, "gke-grpo:job.microBatchSizePerGpu": 7,
-                         "gke-grpo:job.dynamicBatchSize": False})
+                         "gke-grpo:job.dynamicBatchSize": False, "gke-grpo:job.release": "verl-0.7.1"})
     monkeypatch.setattr(preflight, "offline_spec", lambda stack, config_file: spec)
     monkeypatch.setenv("PATH", "")                       # no pulumi: "replacements not checked"
     assert preflight.main(["--stack", "dev"]) == 2

@@ -253,10 +253,14 @@ def test_dev_stack_fits_and_preflight_prints_the_breakdown(capsys):
     plan = plan_for_spec(DEV)
     assert plan.fraction < memory_plan.WARN_FRACTION
     assert memory_findings(DEV) == []
+    text = memory_plan.format_plan(plan)
+    assert "GPU memory plan: Qwen/Qwen2.5-7B-Instruct (verl) on NVIDIA H200" in text
+    assert "rollout: vLLM + resident actor and reference" in text
+    # The committed dev stack runs verl 0.9.1, whose path is not measured yet: preflight says so
+    # instead of printing a plan with another release's figures.
     assert preflight_cli.main(["--stack", "dev"]) == 0
     out = capsys.readouterr().out
-    assert "GPU memory plan: Qwen/Qwen2.5-7B-Instruct (verl) on NVIDIA H200" in out
-    assert "rollout: vLLM + resident actor and reference" in out
+    assert "GPU memory is not checked: verl 0.9.1" in out and "GPU memory plan:" not in out
 
 
 def test_prod_with_nemo_rl_32b_recipe_settings_fits():
