@@ -99,7 +99,7 @@ test: $(STAMP) $(VERL_TREES_STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT
 # Ray's own autoscaler on the KubeRay stand-in, on every supported Ray version: clusters of their
 # own that wait out scaled timeouts. Alone, after the suite: beside it they slowed its Ray runs past
 # ten minutes and were themselves too slow for Ray's 30 s node registration (docs/development.md).
-test-kuberay: $(STAMP) $(RAY_2492_STAMP) $(RAY_2551_STAMP)  ## the KubeRay autoscaler scenarios (about 5 minutes); CI runs them after test
+test-kuberay: $(STAMP) $(RAY_2492_STAMP) $(RAY_2551_STAMP)  ## the KubeRay autoscaler scenarios (about 8 minutes); CI runs them after test
 	$(BIN)/python -m pytest -p no:xdist -m kuberay tests/jobs/head/test_autoscaler_kuberay_ray.py
 
 golden: $(STAMP) $(VERL_TREES_STAMP)  ## regenerate tests/golden/*.json on purpose, then review the diff
