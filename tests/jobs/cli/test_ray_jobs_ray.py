@@ -32,6 +32,9 @@ from tests.jobs.hostile import fake_kubectl, kubectl_calls
 PY = sys.executable
 RUNTIME_ENV = {"env_vars": {"PYTHONPATH": str(ROOT)}}   # the head is this machine: code by path
 FAST_RETRY = RetryPolicy(tries=3, base=0.2, cap=0.5)
+# A submitted job's driver running: seconds alone, but beside a second suite (2026-12-06, the
+# 2-core machine) a 30 s wait ran out before Ray had started it.
+RUNNING_WITHIN_SECONDS = 180
 # Ray 2.54's own tail_job_logs passes ssl=None to aiohttp.
 pytestmark = pytest.mark.filterwarnings("ignore:ssl=None is deprecated:DeprecationWarning")
 
@@ -135,7 +138,7 @@ else:
         code, out, _ = cli_run(["submit", *where, "--no-follow"], lambda: state["entry"])
         assert code == ExitCode.OK and f"submitted {spec.submission_id(1)}" in out
         runs = Runs(head)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + RUNNING_WITHIN_SECONDS
         while runs.status(spec.submission_id(1)) != "RUNNING":
             assert time.monotonic() < deadline
             time.sleep(0.2)

@@ -6,10 +6,8 @@ frameworks' own tags); the page is parsed with the standard library's HTMLParser
 
 from __future__ import annotations
 
-import importlib.util
 import io
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
@@ -168,31 +166,47 @@ def test_training_health_curves_and_the_validation_table(tmp_path, framework):
     assert all(r[2].startswith(("+", "-")) for r in rows[1:])
 
 
-def _installed_source(package: str, relative: str) -> str | None:
-    spec = importlib.util.find_spec(package)       # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / relative
-    return path.read_text() if path.is_file() else None
+def _tag(tag: str, relative: str) -> list[tuple[str, str]]:
+    return [(relative, f'"{tag}"')]
 
 
-VERL_TAG_SOURCES = {   # verl==0.7.1 (the version `make test` installs): where each health tag is written
-    "actor/kl_loss": "workers/actor/dp_actor.py",
-    "actor/entropy": "trainer/ppo/ray_trainer.py",
-    "actor/grad_norm": "workers/actor/dp_actor.py",
-    "actor/pg_clipfrac": "trainer/ppo/core_algos.py",
-    "actor/lr": "workers/fsdp_workers.py",
+# Where each health tag is written, per supported verl release: (file in the package, the text
+# that writes it). 0.9.1's V1 trainer prefixes the engine's metrics with "actor/"
+# (trainer/ppo/v1/trainer_base.py rename_dict), so kl_loss and lr are written there unprefixed.
+VERL_TAG_SOURCES = {
+    "0.7.1": {
+        "actor/kl_loss": _tag("actor/kl_loss", "workers/actor/dp_actor.py"),
+        "actor/entropy": _tag("actor/entropy", "trainer/ppo/ray_trainer.py"),
+        "actor/grad_norm": _tag("actor/grad_norm", "workers/actor/dp_actor.py"),
+        "actor/pg_clipfrac": _tag("actor/pg_clipfrac", "trainer/ppo/core_algos.py"),
+        "actor/lr": _tag("actor/lr", "workers/fsdp_workers.py"),
+    },
+    "0.9.1": {
+        "actor/kl_loss": [("workers/utils/losses.py", 'metrics["kl_loss"]'),
+                          ("trainer/ppo/v1/trainer_base.py", 'rename_dict(output["metrics"], "actor/")')],
+        "actor/entropy": _tag("actor/entropy", "trainer/ppo/v1/trainer_base.py"),
+        "actor/grad_norm": _tag("actor/grad_norm", "trainer/ppo/v1/trainer_base.py"),
+        "actor/pg_clipfrac": _tag("actor/pg_clipfrac", "trainer/ppo/core_algos.py"),
+        "actor/lr": [("workers/engine_workers.py", 'final_metrics["lr"] = lr'),
+                     ("trainer/ppo/v1/trainer_base.py", 'rename_dict(output["metrics"], "actor/")')],
+    },
 }
 
 
-def test_verl_health_tags_are_written_by_verl_itself():
-    if importlib.util.find_spec("verl") is None:
-        pytest.skip("verl's sources are installed by `make test` (--no-deps)")
+@pytest.mark.parametrize("version", sorted(VERL_TAG_SOURCES))
+def test_verl_health_tags_are_written_by_verl_itself(version):
+    from tests.conftest import skip_or_fail
+    from tools import verl_snapshot
+
+    tree = verl_snapshot.tree(version)
+    if not tree.is_dir():
+        skip_or_fail(f"{tree} is missing (make setup installs every verl release in .verl-trees)")
     names = [FRAMEWORK_TAGS["verl"][name][0] for name in HEALTH_FIELDS]
-    assert sorted(names) == sorted(VERL_TAG_SOURCES)
-    for tag, relative in VERL_TAG_SOURCES.items():
-        source = _installed_source("verl", relative)
-        assert source is not None and f'"{tag}"' in source, (tag, relative)
+    assert sorted(names) == sorted(VERL_TAG_SOURCES[version])
+    for tag, evidence in VERL_TAG_SOURCES[version].items():
+        for relative, text in evidence:
+            path = tree / relative
+            assert path.is_file() and text in path.read_text(), (tag, relative, text)
 
 
 def test_report_of_a_path_that_is_no_run_directory_is_a_usage_error(tmp_path, monkeypatch):
