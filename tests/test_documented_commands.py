@@ -141,9 +141,9 @@ def test_preflight_gives_the_same_answer_from_anywhere(offline_runs):
     root, elsewhere = (offline_runs[("gke-grpo preflight --stack dev", where)] for where in ("root", "elsewhere"))
     assert root.returncode == elsewhere.returncode == 0, root.stderr + elsewhere.stderr
     assert root.stdout == elsewhere.stdout
-    # The one warning: verl 0.9.1's log-prob path is not measured yet (jobs/plan/logprob_paths.py).
-    assert root.stdout.splitlines()[-1].endswith("0 error(s), 1 warning(s)")
-    assert "warning: gke-grpo:job.release: GPU memory is not checked: verl 0.9.1" in root.stdout
+    # verl 0.9.1's log-prob path is measured (jobs/plan/logprob_paths.py VERL_091): a plan, no warning.
+    assert root.stdout.splitlines()[-1].endswith("0 error(s), 0 warning(s)")
+    assert "GPU memory is not checked" not in root.stdout and "GPU memory plan:" in root.stdout
     assert "Traceback" not in root.stderr + elsewhere.stderr
 
 

@@ -12,8 +12,9 @@ verl/utils/torch_functional.py with flash-attn 2.8.3's Triton cross entropy, its
 chunked entropy, verl/utils/experimental/torch_functional.py, NeMo RL's
 nemo_rl/distributed/model_utils.py). NeMo RL v0.7.0 runs v0.5.0's path (read side by side; the
 functions compared are listed at NEMO_RL_070). verl 0.9.1's path changed (read at its package;
-what changed is listed at the verl 0.9.1 block) and is not measured yet: it raises
-UnmeasuredVersion. tests/jobs/plan/test_gpu_memory.py requires every
+what changed is listed at VERL_091) was measured on one H100
+(data/memory-calibration-h100-paths-verl-0.9.1.json); its compiled chunked entropy in the loss
+did not fit within 10 % and is refused (UnmeasuredVersion). tests/jobs/plan/test_gpu_memory.py requires every
 committed row within 10 %. Bytes are per token x vocabulary entry on one GPU (the vocabulary split
 by TP where the framework splits it) unless a constant says otherwise.
 
@@ -45,7 +46,9 @@ class VerlConstants:
     calibration: str                # the data file its figures were fitted on
     train: float                    # update_policy, packed row, no entropy in the loss
     train_entropy: float            # ... with the (compiled or checkpointed) entropy in the loss
-    train_entropy_chunked: float    # ... with the compiled chunked entropy in the loss
+    # ... with the compiled chunked entropy in the loss; None: measured, not fitted within 10 %
+    # (LogProbPath refuses it as unmeasured)
+    train_entropy_chunked: float | None
     train_temperature: float        # added when rollout.temperature is not 1.0
     logprob: float                  # compute_log_prob, packed row (compiled entropy or none)
     logprob_temperature: float      # added when rollout.temperature is not 1.0
@@ -103,26 +106,49 @@ VERL_071 = VerlConstants(
 VERL_ENTROPY_CHUNK_ROWS = 2048
 FUSED_CHUNK_TOKENS = 512
 
-# ---- verl 0.9.1: read, not yet in VERL_RELEASES ---------------------------------------------
-# dp_actor.py is gone; the FSDP engine (verl/workers/engine/fsdp/transformer_impl.py
-# FSDPEngineWithLMHead.prepare_model_outputs, line 1332) changed the path three ways:
+# ---- verl 0.9.1 (verl/workers/engine/fsdp/transformer_impl.py FSDPEngineWithLMHead) --------------
+# dp_actor.py is gone; prepare_model_outputs (line 1332) changed the path three ways:
 # - temperature: _scale_logits_by_temperature (line 98) does nothing at a host-scalar 1.0 (the
-#   trainer passes rollout.temperature, a float: verl/trainer/ppo/v1/trainer_base.py lines
-#   1652-1656 and 1827; prepare_model_inputs line 1161) and divides OUT of place otherwise, where
-#   0.7.1 divided in place whatever the value (dp_actor.py logits_rmpad.div_): the division's
-#   gradient that 0.7.1's 8.25 holds is gone at 1.0, a second bf16 copy appears otherwise;
+#   trainer passes rollout.temperature, a float, default 1.0: verl/trainer/ppo/v1/trainer_base.py
+#   lines 1652-1656 and 1827; prepare_model_inputs line 1161) and divides OUT of place otherwise,
+#   where 0.7.1 divided in place whatever the value (dp_actor.py logits_rmpad.div_);
 # - padded rows (no padding removal, lines 1475-1522): the log-probs and the eager entropy of every
 #   token of the rows, through a concatenated copy of the valid tokens' logits, not 0.7.1's
 #   response slice (logits[:, -R-1:-1]);
 # - fused kernels: each chunk's log-probs through flash-attn's cross entropy instead of an fp32
 #   log_softmax (verl/utils/experimental/torch_functional.py lines 27-32 and 49-51).
-# Unchanged: logprobs_from_logits (torch_functional.py line 73; one env switch,
-# VERL_DISABLE_FLASH_ATTN_CE, default off), inplace_backward = not calculate_entropy (lines
-# 1424-1432), entropy_from_logits and entropy_from_logits_with_chunking (lines 231 and 248,
-# byte-identical bodies), the compiled entropy (FSDPEngine.__init__, lines 178-187). Its figures
-# wait for a committed --paths --verl-version 0.9.1 calibration with its held-out check; until
-# then LogProbPath("verl", "0.9.1") raises UnmeasuredVersion and preflight says the memory is not
-# checked (docs/memory-planner.md).
+# Unchanged: logprobs_from_logits (torch_functional.py line 73; VERL_DISABLE_FLASH_ATTN_CE default
+# off), inplace_backward = not calculate_entropy (lines 1424-1432), entropy_from_logits and
+# entropy_from_logits_with_chunking (lines 231 and 248), the compiled entropy (FSDPEngine.__init__,
+# lines 178-187). Fitted on data/memory-calibration-h100-paths-verl-0.9.1.json (one H100 80GB,
+# 2026-12-06; 150 rows measured, 3 out of memory). "measured" below: the implied bytes per token x
+# vocab of the rows where the logits make the peak (elsewhere the planner's other terms do).
+VERL_091 = VerlConstants(
+    code="verl 0.9.1 verl/workers/engine/fsdp/transformer_impl.py prepare_model_outputs",
+    calibration="data/memory-calibration-h100-paths-verl-0.9.1.json",
+    # update_policy, packed rows, temperature 1.0 (no division, so no division gradient): fit 2.25
+    # (2.18-2.45 measured without checkpointing on 0.5B; every row within 10 % for 1.75-2.55).
+    # With the compiled (or checkpointed) entropy in the loss the cross entropy's backward is not
+    # in place (lines 1424-1432): fit 6.1 (4.79-5.18 implied at 0.5B; 5.3-6.85 keep every row
+    # within 10 %). With the compiled chunked entropy in the loss: 2.6-9.3 implied, no constant
+    # keeps every row within 10 % (best 8.4, worst +14.7 %): refused as unmeasured (None).
+    train=2.25, train_entropy=6.1, train_entropy_chunked=None,
+    # rollout.temperature != 1.0: logits / temperature out of place (line 98), in training fit 1.8
+    # more (1.25-2.4 keep every row within 10 %), in the log-prob pass fit 2.1 more (1.65-2.75).
+    train_temperature=1.8, logprob_temperature=2.1,
+    # compute_log_prob (no grad), compiled entropy or none: the bf16 logits, 2.0 (1.58-1.74 implied
+    # at 0.5B; every row within 4 %).
+    logprob=2.0,
+    # Padded rows: update_policy fit 6.1 per token of the rows (5.15 implied at 0.5B, 5.25-6.85
+    # within 10 %); compute_log_prob keeps every token and copies the valid tokens' logits: 2.0
+    # (1.7 implied at 0.5B, lines 1475-1522); its entropy is the eager one over every token.
+    padded_train=6.1, padded_response_only=False, response_copy=2.0,
+    # Eager entropy_from_logits (use_torch_compile: false, and padded rows): fit 12.6
+    # (13.57-13.73 implied at 0.5B, 8.9-12.8 at 7B and 32B; 10.65-13.75 keep every row in 10 %).
+    eager_entropy=12.6,
+    # use_fused_kernels (impl_backend torch): the fused chunk never made a row's peak here (any
+    # value 0-16 keeps every row within 10 %): 0.7.1's 15.5 kept, an upper figure, not a fit.
+    fused_chunk=15.5)
 
 # ---- NVIDIA NeMo RL 0.5.0 (DTensor policy v2) --------------------------------------------------
 # dtensor_policy_worker_v2.py builds FSDP2 with MixedPrecisionPolicy(output_dtype=torch.float32)
@@ -173,7 +199,7 @@ VERL = "verl"
 NEMO_RL = "nemo-rl"
 STAND_IN = "stand-in"
 # The releases whose paths were read and measured; any other version is refused (UnmeasuredVersion).
-VERL_RELEASES = {"0.7.1": VERL_071}
+VERL_RELEASES = {"0.7.1": VERL_071, "0.9.1": VERL_091}
 NEMO_RL_RELEASES = {"0.5.0": NEMO_RL_050, "0.7.0": NEMO_RL_070}
 
 
@@ -206,6 +232,12 @@ class LogProbPath:
                 f"{self.framework} {self.version or '(no version)'}: no log-prob path read and "
                 f"measured for this release (measured: {', '.join(sorted(table)) or 'none'}; "
                 "docs/memory-planner.md, \"Each framework's log-prob path\")")
+        if (self.framework == VERL and self.entropy_in_loss and self.chunking and self.torch_compile
+                and not self.fused and self.remove_padding and self.verl.train_entropy_chunked is None):
+            raise UnmeasuredVersion(
+                f"verl {self.version}: the compiled chunked entropy in the loss "
+                "(entropy_from_logits_with_chunking with entropy_coeff != 0) was measured but not "
+                "fitted within 10 % (docs/memory-planner.md, \"verl 0.9.1\")")
 
     @property
     def verl(self) -> VerlConstants:
@@ -259,7 +291,8 @@ class LogProbPath:
             return pieces
         per = c.train
         if self.entropy_in_loss and self.torch_compile:
-            per = c.train_entropy_chunked if self.chunking else c.train_entropy
+            chunked = c.train_entropy_chunked
+            per = chunked if self.chunking and chunked is not None else c.train_entropy
         pieces = [(f"logits + log-softmax (bf16, flash-attn cross entropy), {where}",
                    tokens * vocab * per, "calibrated")]
         if self.entropy_in_loss and not self.torch_compile:

@@ -38,6 +38,15 @@ HOLDOUT = json.loads((DATA / "memory-calibration-h200-holdout.json").read_text()
 PATHS = json.loads((DATA / "memory-calibration-h200-paths.json").read_text())
 PATHS_HOLDOUT = json.loads((DATA / "memory-calibration-h200-paths-holdout.json").read_text())
 PATHS_PREDICTIONS = json.loads((DATA / "memory-calibration-h200-paths-holdout-predictions.json").read_text())
+# verl 0.9.1's path (tools/calibrate_memory.py --paths --verl-version 0.9.1) on one H100 80GB.
+PATHS_091 = json.loads((DATA / "memory-calibration-h100-paths-verl-0.9.1.json").read_text())
+# Rows of that run whose compiled entropy ran eagerly: dynamo hit its recompile limit (8) on
+# entropy_from_logits on the 7B build ("GLOBAL_STATE changed: grad_mode", the run's log), and the
+# row's peak equals the eager row's (76,562,144,256 bytes): predicted as the eager path that ran.
+EAGER_FALLBACK_091 = {("Qwen/Qwen2.5-7B-Instruct", 24000, "verl.compute_log_prob.entropy"),
+                      ("Qwen/Qwen2.5-7B-Instruct", 24000, "verl.compute_log_prob.entropy.temperature")}
+# Measured, not fitted within 10 %: LogProbPath refuses it at 0.9.1 (VERL_091.train_entropy_chunked).
+REFUSED_091 = {"verl.update_policy.entropy.chunking"}
 DOCUMENTS = {"calibration": CALIBRATION, "holdout": HOLDOUT, "paths": PATHS, "paths-holdout": PATHS_HOLDOUT}
 PHASES = ("forward_backward", "optimizer_step", "logprob_forward")
 # The prod stack is on NeMo RL's own 32B GRPO recipe settings (TP 8, activation checkpointing,
@@ -182,6 +191,58 @@ def test_planner_reproduces_every_framework_path_within_10_percent(name):
         print(f"{path}: {len(values)} rows, worst {max(values, key=abs):+.2%}")
 
 
+def test_verl_0_9_1_calibration_has_its_provenance():
+    """One H100 80GB, verl 0.9.1's own files (.verl-trees/0.9.1, byte for byte) and flash-attn
+    2.8.3's cross entropy."""
+    env = PATHS_091["environment"]
+    assert env["device"].startswith("NVIDIA H100") and env["driver"] and env["triton"]
+    assert env["date_utc"].startswith("2026-12-06") and PATHS_091["framework_versions"] == {"verl": "0.9.1"}
+    assert "--paths --verl-version 0.9.1" in PATHS_091["command"]
+    sources = env["framework_sources"]
+    file = "flash_attn/ops/triton/cross_entropy.py"
+    assert sources[file]["sha256"] == PINNED_SOURCES[file]
+    from tools import verl_snapshot
+
+    installed = verl_snapshot.tree("0.9.1")
+    if not installed.is_dir():
+        skip_or_fail(f"{installed} is missing (make setup installs every verl release in .verl-trees)")
+        return
+    verl_files = [f for f in sources if f.startswith("verl/")]
+    assert "verl/workers/engine/fsdp/transformer_impl.py" in verl_files and len(verl_files) == 6
+    for file in verl_files:
+        digest = hashlib.sha256((installed / file.removeprefix("verl/")).read_bytes()).hexdigest()
+        assert sources[file]["sha256"] == digest, file
+
+
+def test_planner_reproduces_every_verl_0_9_1_path_within_10_percent():
+    """Every committed row of the 0.9.1 run within 10 %, but the chunked entropy in the loss,
+    which did not fit and is refused (UnmeasuredVersion), and two rows whose compiled entropy ran
+    eagerly (EAGER_FALLBACK_091), predicted as the eager path."""
+    from jobs.plan.logprob_paths import UnmeasuredVersion
+
+    errors = defaultdict(list)
+    for model, row in _path_rows(PATHS_091):
+        assert "error" not in row, row
+        if "out_of_memory" in row:
+            continue
+        if row["path"] in REFUSED_091:
+            with pytest.raises(UnmeasuredVersion, match="not fitted within 10 %"):
+                _path_estimate(model, row, PATHS_091["framework_versions"])
+            continue
+        ran = row
+        if (model["model"], row["tokens"], row["path"]) in EAGER_FALLBACK_091:
+            ran = {**row, "options": {**row["options"], "torch_compile": False}}
+        error = _path_estimate(model, ran, PATHS_091["framework_versions"]) / row[row["phase"]]["peak_allocated"] - 1
+        errors[row["path"]].append(error)
+        assert abs(error) <= 0.10, (model["model"], model["layers_run"], row["path"], row["tokens"],
+                                    row["gradient_checkpointing"], round(error, 4))
+    names = {v.name for v in calibrate_memory.VERL_091_PATHS + calibrate_memory.VERL_PADDED_PATHS}
+    assert set(errors) == names - REFUSED_091
+    assert sum(len(e) for e in errors.values()) >= 140
+    for path, values in sorted(errors.items()):
+        print(f"{path}: {len(values)} rows, worst {max(values, key=abs):+.2%}")
+
+
 def test_held_out_predictions_were_written_for_every_row_and_hold():
     """The predictions file was committed before the held-out run: it names every row the run
     measured, and each prediction is within 10 % of the measurement."""
@@ -256,11 +317,12 @@ def test_dev_stack_fits_and_preflight_prints_the_breakdown(capsys):
     text = memory_plan.format_plan(plan)
     assert "GPU memory plan: Qwen/Qwen2.5-7B-Instruct (verl) on NVIDIA H200" in text
     assert "rollout: vLLM + resident actor and reference" in text
-    # The committed dev stack runs verl 0.9.1, whose path is not measured yet: preflight says so
-    # instead of printing a plan with another release's figures.
+    # The committed dev stack runs verl 0.9.1, measured on an H100 (VERL_091): preflight prints
+    # its plan, and it fits.
     assert preflight_cli.main(["--stack", "dev"]) == 0
     out = capsys.readouterr().out
-    assert "GPU memory is not checked: verl 0.9.1" in out and "GPU memory plan:" not in out
+    assert "GPU memory is not checked" not in out
+    assert "GPU memory plan: Qwen/Qwen2.5-7B-Instruct (verl) on NVIDIA H200" in out
 
 
 def test_prod_with_nemo_rl_32b_recipe_settings_fits():
