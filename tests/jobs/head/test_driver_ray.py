@@ -88,6 +88,11 @@ else:
 
     # ---- KubeRay's submitter ---------------------------------------------------------------
 
+    # The submitter's whole run (the dashboard wait, the submission, the job followed to its end):
+    # 55.6 s beside a second suite (2026-12-06, the 2-core machine); with a third job running as
+    # well it passed 180 s. Bound: 300 s.
+    SUBMITTER_SECONDS = 300
+
     def run_submitter(tmp_path: Path, rayjob_spec: dict):
         """Run KubeRay's submitter script in bash, with `python`/`python3` shims that log every
         interpreter the submitter's shell starts (the `ray` CLI runs through its own shebang)."""
@@ -105,7 +110,8 @@ else:
         workdir = tmp_path / "submitter-cwd"        # the submitter pod has no jobs code, no /data
         workdir.mkdir(exist_ok=True)
         proc = subprocess.run([*CONTAINER_COMMAND, *submitter_container_args(rayjob_spec, dashboard, job_id)],
-                              cwd=workdir, env=env, capture_output=True, text=True, timeout=180)
+                              cwd=workdir, env=env, capture_output=True, text=True,
+                              timeout=SUBMITTER_SECONDS)
         execs = log.read_text().splitlines() if log.exists() else []
         return proc, execs
 
