@@ -68,6 +68,8 @@ class GpuCapacityArgs:
     rdma_subnets: list[gcp.compute.Subnetwork]
     # From GkeCluster: the waterfall's ComputeClass is a Kubernetes object.
     kubernetes_provider: k8s.Provider | None = None
+    # gke-grpo:job.layout split: (pool, nodes, index of its source), priced in the output.
+    pools: tuple[tuple[str, int, int], ...] = ()
 
 
 def gpu_capacity_args(config: StackConfig, cluster: GkeCluster, networks: GpuNetworks) -> GpuCapacityArgs:
@@ -80,7 +82,7 @@ def gpu_capacity_args(config: StackConfig, cluster: GkeCluster, networks: GpuNet
         node_service_account_email=cluster.node_service_account_email,
         gvnic_network=networks.gvnic_network, gvnic_subnet=networks.gvnic_subnet,
         rdma_network=networks.rdma_network, rdma_subnets=list(networks.rdma_subnets),
-        kubernetes_provider=cluster.provider)
+        kubernetes_provider=cluster.provider, pools=config.pools)
 
 
 def reservation_value(reservation: Reservation, project: str) -> str:
@@ -136,6 +138,26 @@ def gpu_pod_placement(args: GpuCapacityArgs,
     return selector, tolerations
 
 
+def source_pod_placement(args: GpuCapacityArgs, index: int) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """Node selector and tolerations that bind a GPU pod to one source (a split layout's pool,
+    jobs/contract/layouts.py): with one source, the stack's own placement; in a waterfall
+    (Standard), that source's node pool, tolerating the class's taint its pools carry, instead
+    of the ComputeClass (which would let GKE pick any source)."""
+    if not (args.capacity.waterfall and not args.autopilot):
+        return gpu_pod_placement(args, None if args.autopilot else args.capacity.sources[0].pool_name)
+    source = args.capacity.sources[index]
+    selector = {"cloud.google.com/gke-accelerator": args.gpu.type,
+                "cloud.google.com/gke-nodepool": source.pool_name}
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                   {"key": CLASS_LABEL, "operator": "Equal", "value": args.compute_class_name,
+                    "effect": "NoSchedule"}]
+    if source.kind == "spot":
+        selector["cloud.google.com/gke-spot"] = "true"
+        tolerations.append({"key": "cloud.google.com/gke-spot", "operator": "Equal",
+                            "value": "true", "effect": "NoSchedule"})
+    return selector, tolerations
+
+
 def describe_capacity(output: dict) -> list[str]:
     """The capacity plan in words (the preview's diagnostics and the offline preview's tree)."""
     lines = []
@@ -149,6 +171,11 @@ def describe_capacity(output: dict) -> list[str]:
                     else f", pool {source['nodePool']} {source['minNodes']}-{source['maxNodes']} nodes")
         lines.append(f"GPU capacity {i}. {source['source']}: {money} per node-hour, billed "
                      f"{source['billed']}{pool}")
+    for pool in output.get("pools") or []:
+        hourly = pool["hourly"]
+        cost = "unknown" if hourly is None else f"{hourly:,.2f} {output['currency']} per hour"
+        lines.append(f"{pool['pool']} pool: {pool['nodes']} node(s) from {pool['source']} "
+                     f"(worker group {pool['workerGroup']}), {cost} while up")
     lines.append(f"GPU workers 0-{output['maxReplicas']} ({output['autoscaler']}); an idle worker "
                  f"goes after {output['idleTimeoutSeconds']} s when no run holds it"
                  + (f"; ComputeClass {output['computeClass']}" if output["computeClass"] else ""))
@@ -183,6 +210,7 @@ class GpuCapacity(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self))
         self.pod_node_selector, self.pod_tolerations = gpu_pod_placement(
             args, None if waterfall else self.pool_name)
+        self._args = args
         self.stack_output = capacity_output(args, self.compute_class.name if self.compute_class else None,
                                             standard=bool(self.node_pools))
         # Said on every preview/up: the waterfall, what each source costs, the idle timeout.
@@ -202,6 +230,10 @@ class GpuCapacity(pulumi.ComponentResource):
             "compute_class": args.compute_class_name if waterfall else None,
             "pod_node_selector": self.pod_node_selector,
         })
+
+    def source_placement(self, index: int) -> tuple[dict[str, str], list[dict[str, str]]]:
+        """What a GPU pod must say to land on the nodes of source ``index`` alone."""
+        return source_pod_placement(self._args, index)
 
     @property
     def placement_dependencies(self) -> list[pulumi.Resource]:

@@ -29,6 +29,7 @@ from components.ray_pods import (
     METRICS_PORT,
     NVIDIA_HOST_DIR,
     RayPodsArgs,
+    WorkerPool,
     WorkerSizing,
     ray_cluster_spec,
     rdma_network,
@@ -128,6 +129,13 @@ def allocate_timeout_note(allocate_timeout_seconds: int, gpu_wait_seconds: int) 
             "autoscaler before it joins")
 
 
+def worker_pools(config: StackConfig, capacity: GpuCapacity) -> tuple[WorkerPool, ...]:
+    """A split layout's pools as worker groups, each bound to its capacity source; () for the
+    colocated layout."""
+    return tuple(WorkerPool(name, nodes, *capacity.source_placement(index))
+                 for name, nodes, index in config.pools)
+
+
 def image_row(config: StackConfig) -> ImageRow:
     return stack_row(config.job.framework, config.job.release, config.kuberay.image)
 
@@ -152,7 +160,7 @@ def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeClus
         autoscaler_allocate_timeout_seconds=config.autoscaler_allocate_timeout_seconds,
         head_node_selector=cluster.head_node_selector,
         gpu_node_selector=capacity.pod_node_selector, gpu_tolerations=capacity.pod_tolerations,
-        storage=storage.pods)
+        storage=storage.pods, pools=worker_pools(config, capacity))
     return KubeRayArgs(
         operator=config.kuberay.operator, operator_namespace=config.kuberay.operator_namespace,
         helm_chart_version=config.helm_chart_version, workload_namespace=config.kuberay.namespace,

@@ -5,6 +5,7 @@ the result in its RayCluster; tests validate it against the KubeRay 1.7.0 CRD.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from components.kuberay_limits import (
 from components.node_labels import LABELS_FILE, node_labels_init_container
 from components.ray_autoscaler import sidecar_env
 from components.ray_cluster_updates import upgrade_strategy, worker_setup_script
+from jobs.contract.layouts import POOL_GROUPS, POOL_RESOURCES
 
 if TYPE_CHECKING:   # annotations only: the config models import components' siblings
     from components.config import HeadResources, MachineShape
@@ -146,6 +148,28 @@ def with_ephemeral_storage(requests: dict, gib: int) -> dict:
 
 
 @dataclass(frozen=True)
+class WorkerPool:
+    """A split layout's pool as a worker group: its name (jobs/contract/layouts.py), its nodes
+    and what binds its pods to its capacity source (GpuCapacity.source_placement)."""
+    name: str
+    nodes: int
+    node_selector: dict[str, str]
+    tolerations: list[dict]
+
+
+def pool_start_resources(name: str) -> str:
+    """rayStartParams.resources of a pool's group: one unit of the pool's custom resource per node,
+    as a single-quoted JSON object, the form KubeRay writes itself (v1.7.0 ray-operator/
+    controllers/ray/common/pod.go addWellKnownAcceleratorResources: `fmt.Sprintf("'%s'", ...)`;
+    getResourcesMap trims the quotes and parses the JSON; convertParamMap passes it to `ray start
+    --resources=` through the shell). Ray's KubeRay translation reads it the same way
+    (ray/autoscaler/_private/kuberay/autoscaling_config.py _get_custom_resources strips the outer
+    quotes: Ray 2.49.2, 2.54.0, 2.55.1), so the autoscaler plans the group with the resource and
+    scales it for requests that name it (jobs/head/gpu_gang.py)."""
+    return "'" + json.dumps({POOL_RESOURCES[name]: 1}) + "'"
+
+
+@dataclass(frozen=True)
 class RayPodsArgs:
     """What the head and GPU worker pod templates are made of."""
     image: str
@@ -170,6 +194,8 @@ class RayPodsArgs:
     gpu_node_selector: dict[str, str]
     gpu_tolerations: list[dict]
     storage: PodStorage
+    # gke-grpo:job.layout split: one worker group per pool instead of the one GPU group.
+    pools: tuple[WorkerPool, ...] = ()
 
 
 def _secret_env(name: str, secret: str, key: str) -> dict:
@@ -280,6 +306,24 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
         "networking.gke.io/default-interface": "eth0",
         "networking.gke.io/interfaces": interfaces_annotation(pods.rdma_nics),
     }
+    gpu_group = {
+        "groupName": GPU_GROUP,
+        # 0 .. the run's nodes (gke-grpo:gpu.nodes), one Ray worker per GPU node. No
+        # `replicas`: the autoscaler owns it (it patches replicas and
+        # scaleStrategy.workersToDelete; Ray 2.54 ray/autoscaler/v2/instance_manager/
+        # cloud_providers/kuberay/cloud_provider.py). Left out of the inputs, Pulumi never
+        # owns the field (the CRD defaults it to 0), so an update cannot reset it; see
+        # components/kuberay.py for why it is not an ignore_changes path instead.
+        "minReplicas": 0,
+        "maxReplicas": pods.gpu_nodes,
+        "numOfHosts": 1,
+        # What the autoscaler plans with (Ray 2.54 ray/autoscaler/_private/kuberay/
+        # autoscaling_config.py reads rayStartParams before container limits), and the
+        # node's capacity-source labels (components/node_labels.py).
+        "rayStartParams": {"num-cpus": str(worker.cpu), "num-gpus": str(pods.gpus_per_node),
+                           "labels-file": LABELS_FILE},
+        "template": {"metadata": {"annotations": worker_annotations}, "spec": worker_pod},
+    }
     head_tmp_mount = next(m for m in head_scratch_mounts if m["mountPath"] == RAY_TMP)
     spec = {
         "rayVersion": pods.ray_version,
@@ -296,24 +340,7 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
             "template": {"metadata": {"annotations": dict(storage.head_pod_annotations)},
                          "spec": head_pod},
         },
-        "workerGroupSpecs": [{
-            "groupName": GPU_GROUP,
-            # 0 .. the run's nodes (gke-grpo:gpu.nodes), one Ray worker per GPU node. No
-            # `replicas`: the autoscaler owns it (it patches replicas and
-            # scaleStrategy.workersToDelete; Ray 2.54 ray/autoscaler/v2/instance_manager/
-            # cloud_providers/kuberay/cloud_provider.py). Left out of the inputs, Pulumi never
-            # owns the field (the CRD defaults it to 0), so an update cannot reset it; see
-            # components/kuberay.py for why it is not an ignore_changes path instead.
-            "minReplicas": 0,
-            "maxReplicas": pods.gpu_nodes,
-            "numOfHosts": 1,
-            # What the autoscaler plans with (Ray 2.54 ray/autoscaler/_private/kuberay/
-            # autoscaling_config.py reads rayStartParams before container limits), and the
-            # node's capacity-source labels (components/node_labels.py).
-            "rayStartParams": {"num-cpus": str(worker.cpu), "num-gpus": str(pods.gpus_per_node),
-                               "labels-file": LABELS_FILE},
-            "template": {"metadata": {"annotations": worker_annotations}, "spec": worker_pod},
-        }],
+        "workerGroupSpecs": worker_groups(gpu_group, pods.pools),
     }
     if token_auth:
         spec["authOptions"] = {"mode": "token"}
@@ -321,6 +348,23 @@ def ray_cluster_spec(pods: RayPodsArgs, *, token_auth: bool, has_wandb: bool,
     if strategy:
         spec["upgradeStrategy"] = strategy
     return spec
+
+
+def worker_groups(gpu_group: dict, pools: tuple[WorkerPool, ...]) -> list[dict]:
+    """The one GPU group, or a split layout's group per pool: the same pod, bound to the pool's
+    source, sized to the pool's nodes, advertising the pool's custom resource."""
+    if not pools:
+        return [gpu_group]
+    groups = []
+    for pool in pools:
+        group = copy.deepcopy(gpu_group)
+        group["groupName"] = POOL_GROUPS[pool.name]
+        group["maxReplicas"] = pool.nodes
+        group["rayStartParams"]["resources"] = pool_start_resources(pool.name)
+        group["template"]["spec"]["nodeSelector"] = dict(pool.node_selector)
+        group["template"]["spec"]["tolerations"] = list(pool.tolerations)
+        groups.append(group)
+    return groups
 
 
 def autoscaler_options(ray_tmp_mount: dict, allocate_timeout_seconds: int) -> dict:

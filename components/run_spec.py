@@ -15,6 +15,7 @@ from typing import Any
 
 from components.config import NOT_SHOWN, OFFLINE_SECRET_KEYS, ConfigError, Problem, StackConfig, load_stack_config
 from components.versions import stack_row
+from jobs.contract.layouts import ASYNCHRONOUS_TRAINERS, SPLIT
 from jobs.contract.spec import GrpoSpec
 from jobs.plan.findings import Finding
 from jobs.plan.stack_file import ConfigFileError, read_stack_file, stack_file_path
@@ -71,6 +72,27 @@ def preflight_errors(findings: list[Finding]) -> ConfigError | None:
     return ConfigError(errors) if errors else None
 
 
+def _layout_fields(job) -> dict[str, Any]:
+    """The spec's placement fields. A split NeMo RL run is NeMo RL's non-colocated generation on
+    the rollout pool's nodes (policy.generation.colocated.resources), so the planner's generation
+    arithmetic and memory plan apply to it unchanged."""
+    layout = job.layout
+    if layout.kind != SPLIT:
+        return {"colocated_generation": job.colocated_generation,
+                "generation_nodes": job.generation_nodes}
+    assert layout.rollout is not None and layout.trainer is not None, "the config rules require both pools"
+    nemo_rl = job.framework == "nemo-rl"
+    return {
+        "colocated_generation": not nemo_rl, "generation_nodes": layout.rollout.nodes if nemo_rl else 0,
+        "layout": SPLIT,
+        "asynchronous_trainer": layout.asynchronous_trainer or ASYNCHRONOUS_TRAINERS[job.framework][0],
+        "rollout_nodes": layout.rollout.nodes, "trainer_nodes": layout.trainer.nodes,
+        "staleness_threshold": layout.staleness_threshold,
+        "trigger_parameter_sync_step": layout.trigger_parameter_sync_step,
+        "max_trajectory_age_steps": layout.max_trajectory_age_steps,
+    }
+
+
 def spec_from_config(config: StackConfig) -> GrpoSpec:
     """The run the stack's job config describes."""
     job = config.job
@@ -91,7 +113,7 @@ def spec_from_config(config: StackConfig) -> GrpoSpec:
         rollout_engine=job.rollout_engine,
         rollout_tensor_parallel_size=job.rollout_tensor_parallel_size,
         rollout_gpu_memory_utilization=job.rollout_gpu_memory_utilization,
-        colocated_generation=job.colocated_generation, generation_nodes=job.generation_nodes,
+        **_layout_fields(job),
         checkpoint_every_steps=job.checkpoint_every_steps,
         checkpoints_to_keep=job.checkpoints_to_keep,
         validate_every_steps=job.validate_every_steps,

@@ -27,6 +27,15 @@ GOLDENS: dict[str, tuple[str, dict[str, Any]]] = {
     # v0.5.0's 32B recipe sets logprob_batch_size 2 (v0.7.0's follows the micro batch).
     "prod-nemo-rl-0.5.0": ("prod", {"gke-grpo:job.release": "nemo-rl-0.5.0",
                                     "gke-grpo:job.logProbMicroBatchSizePerGpu": 2}),
+    # The split layout (docs/layouts.md): verl's fully-async trainer with a weight sync after
+    # every step (promptsPerStep = miniBatchSize), and NeMo RL's asynchronous GRPO, each on two
+    # pools of the stack's one source.
+    "dev-split": ("dev", {"gke-grpo:job.layout": {
+        "kind": "split", "rollout": {"nodes": 1}, "trainer": {"nodes": 1},
+        "triggerParameterSyncStep": 1}}),
+    "prod-split": ("prod", {"gke-grpo:job.layout": {
+        "kind": "split", "rollout": {"nodes": 2, "capacity": "reservation"},
+        "trainer": {"nodes": 2, "capacity": "reservation"}, "maxTrajectoryAgeSteps": 1}}),
 }
 STACKS = ("dev", "prod")
 

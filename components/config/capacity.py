@@ -194,3 +194,24 @@ def _reservation(source: CapacitySource) -> Reservation | None:
     fields = {"name": source.name, "block": source.block, "project": source.project,
               "endTime": source.end_time}
     return Reservation.model_validate({k: v for k, v in fields.items() if v is not None})
+
+
+# ---- job.layout: a pool's capacity source ---------------------------------------------------
+
+def reference_of(source: PlannedSource) -> str:
+    """How ``job.layout.<pool>.capacity`` names a source: ``spot``, ``flexStart`` or
+    ``reservation/<name>``."""
+    if source.kind == "reservation" and source.reservation is not None:
+        return f"reservation/{source.reservation.name}"
+    return source.kind
+
+
+def resolve_reference(plan: CapacityPlan, reference: str | None) -> int | None:
+    """The index of the source a pool's ``capacity`` names (None: the first), or None when the
+    stack has no such source; ``reservation`` alone names the stack's only reservation."""
+    if reference is None:
+        return 0
+    matches = [i for i, source in enumerate(plan.sources)
+               if reference_of(source) == reference
+               or (reference == "reservation" and source.kind == "reservation")]
+    return matches[0] if len(matches) == 1 else None

@@ -21,6 +21,7 @@ from components.config.facts import (
     predefined_machine,
 )
 from components.config.gpu_rules import _GpuRules
+from components.config.layout_rules import _LayoutRules
 from components.config.limits import load_config_limits
 from components.config.models import (
     ClusterConfig,
@@ -54,7 +55,7 @@ def area_of(parsed: dict[str, _Area | None], name: str, model: type[_AreaModel])
     return value if isinstance(value, model) else None
 
 
-class _Rules(_GpuRules):
+class _Rules(_GpuRules, _LayoutRules):
     """Rules spanning several keys. Each check reads only areas that parsed."""
 
     def __init__(self, problems: list[Problem], parsed: dict[str, _Area | None],
@@ -464,6 +465,7 @@ class _Rules(_GpuRules):
     # ---- job ----------------------------------------------------------------------------------
     def _check_job(self, j: JobConfig) -> None:
         self._check_release(j)
+        self._check_layout(j)
         self._check_capacity_outlives_a_checkpoint(j)
         if (j.total_steps is None) == (j.total_epochs is None):
             self.add("job.totalSteps", j.total_steps, "set exactly one of job.totalSteps and "

@@ -91,6 +91,24 @@ class StackConfig:
         return capacity_plan(self.gpu, machine_type=self.machine_type)
 
     @property
+    def pools(self) -> tuple[tuple[str, int, int], ...]:
+        """A split layout's pools as (pool, nodes, index of the source it draws from; the config
+        rules resolved each); () for the colocated layout."""
+        from components.config.capacity import resolve_reference
+        from jobs.contract.layouts import POOLS, SPLIT
+
+        layout = self.job.layout
+        if layout.kind != SPLIT:
+            return ()
+        found = []
+        for name in POOLS:
+            pool = getattr(layout, name)
+            index = resolve_reference(self.capacity, pool.capacity)
+            assert index is not None, "the config rules resolved every pool's source"
+            found.append((name, pool.nodes, index))
+        return tuple(found)
+
+    @property
     def compute_class_name(self) -> str:
         return compute_class_name(self.cluster.name)
 

@@ -376,3 +376,17 @@ AutoscalerTimeoutSeconds = Annotated[int, _rule(
 RetiredPeeringPrefixLength = Annotated[int, _rule(lambda v: False,
                                "not used any more: the private-services range is network.lustrePeeringCidr "
                                '(for example "10.96.0.0/20"), checked disjoint from every other range')]
+
+# ---- job.layout -------------------------------------------------------------------------------
+
+# A split layout's pool: a pool of no node would leave its side of the run without GPUs.
+PoolNodes = Annotated[int, _rule(lambda v: v >= 1, "at least 1: a pool of no GPU node cannot "
+                                 "roll out or train; use layout.kind colocated instead"),
+                      _why(_node_ceiling_problem)]
+
+_CAPACITY_REFERENCE = re.compile(r"^(spot|flexStart|reservation(/[a-z]([-a-z0-9]{0,61}[a-z0-9])?)?)$")
+# Which source of gpu.capacity a pool draws from; whether the stack has it is a cross-area rule.
+CapacityReference = Annotated[str, _name(
+    _CAPACITY_REFERENCE, 80,
+    "`spot`, `flexStart`, `reservation` (the stack's one reservation) or `reservation/<name>`"),
+    _schema(_CAPACITY_REFERENCE.pattern, 80)]

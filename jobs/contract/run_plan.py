@@ -32,6 +32,7 @@ from typing import Any
 from jobs.contract.credentials import redact
 from jobs.contract.health import health_plan_problems
 from jobs.contract.layout import CHECKPOINTS_DIR, MOUNT_PATH, RUNS_DIR
+from jobs.contract.layouts import POOLS, Pool
 from jobs.contract.records import LATEST_TIME
 from jobs.contract.safe_files import RUN_PLAN, UnusableFile, read_json
 from jobs.contract.spec import GrpoSpec
@@ -100,6 +101,10 @@ class Command:
     env: dict[str, str] = field(default_factory=dict)   # names and values, never secrets
 
 
+# Fields added with the split layout: written only when set.
+OMITTED_WHEN_UNSET = ("pools", "completion_text")
+
+
 @dataclass(frozen=True)
 class RunPlan:
     run_id: str
@@ -138,10 +143,27 @@ class RunPlan:
     # checks its save-by time before its step bound, so a stop for the capacity's end on the last
     # step is the run's end (jobs/head/driver.py).
     total_steps: int | None = None
+    # A split layout's pools, {"rollout": R, "trainer": T} (nodes adding up to gpus /
+    # gpus_per_node): the gang request and the GPU wait ask for each pool's own nodes
+    # (jobs/contract/layouts.py); None: one group of GPU nodes.
+    pools: dict[str, int] | None = None
+    # A line the trainer prints only when it finished its last step: an exit 0 without it is not
+    # a completed run. NeMo RL's asynchronous GRPO catches any error of its loop, prints it and
+    # returns normally (nemo_rl/algorithms/grpo.py lines 4321-4325 at v0.7.0): its exit 0 alone
+    # proves nothing. None: exit 0 is completion.
+    completion_text: str | None = None
     version: int = PLAN_VERSION
 
+    @property
+    def pool_list(self) -> tuple[Pool, ...]:
+        return tuple(Pool(name, nodes) for name, nodes in (self.pools or {}).items())
+
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True, indent=1) + "\n"
+        fields = dataclasses.asdict(self)
+        for name in OMITTED_WHEN_UNSET:     # a colocated run's plan stays as it was before them
+            if fields[name] is None:
+                del fields[name]
+        return json.dumps(fields, sort_keys=True, indent=1) + "\n"
 
 
 # ---- the checks of a plan, one per field ----------------------------------------------------------
@@ -205,6 +227,8 @@ PLAN_FIELDS: dict[str, Check] = {
     "node_settle_seconds": number(low=0, high=3600),
     "capacity_end": optional(_CAPACITY_END),
     "total_steps": optional(integer(1, MAX_COUNT)),
+    "pools": optional(object_of({name: integer(1, MAX_COUNT) for name in POOLS}, required=POOLS)),
+    "completion_text": optional(text(max_length=1000)),
 }
 REQUIRED_FIELDS = tuple(f.name for f in dataclasses.fields(RunPlan)
                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
@@ -230,6 +254,10 @@ def _cross_field_problems(data: dict[str, Any], root: str) -> list[str]:
             problems.append(f"{name} must be a directory below {parent}/, got {redact(data[name])[:200]}")
     if data["gpus"] % data["gpus_per_node"]:
         problems.append(f"gpus ({data['gpus']}) must be a multiple of gpus_per_node ({data['gpus_per_node']})")
+    pools = data.get("pools")
+    if pools and sum(pools.values()) * data["gpus_per_node"] != data["gpus"]:
+        problems.append(f"pools ({', '.join(f'{k} {v}' for k, v in pools.items())} nodes) must add up "
+                        f"to gpus / gpus_per_node ({data['gpus']} / {data['gpus_per_node']})")
     base = data.get("backoff_base_seconds", DEFAULT_BACKOFF_BASE_SECONDS)
     cap = data.get("backoff_cap_seconds", DEFAULT_BACKOFF_CAP_SECONDS)
     if cap < base:

@@ -15,6 +15,12 @@ import json
 from dataclasses import dataclass
 
 from jobs.contract.layout import DATA_LAYOUT
+from jobs.contract.layouts import COLOCATED, Pool
+
+# Fields added with the split layout (gke-grpo:job.layout): hashed only when the layout is split,
+# so a colocated run keeps the run id (and checkpoint directory) it had before they existed.
+LAYOUT_FIELDS = ("layout", "asynchronous_trainer", "rollout_nodes", "trainer_nodes",
+                 "staleness_threshold", "trigger_parameter_sync_step", "max_trajectory_age_steps")
 
 
 @dataclass(frozen=True)
@@ -68,15 +74,27 @@ class GrpoSpec:
     sequence_packing: bool = True
     attempt: int = 1
     memory_check: str = "enforce"       # gke-grpo:job.memoryCheck: preflight's policy, not the run
+    # gke-grpo:job.layout (jobs/contract/layouts.py): "colocated", or "split" into a rollout pool and
+    # a trainer pool (nodes adding up to `nodes`) run by the framework's asynchronous trainer.
+    layout: str = COLOCATED
+    asynchronous_trainer: str | None = None     # fully-async | one-step-off | async-grpo
+    rollout_nodes: int = 0
+    trainer_nodes: int = 0
+    staleness_threshold: float | None = None   # verl async_training.staleness_threshold
+    trigger_parameter_sync_step: int | None = None   # verl fully-async
+    max_trajectory_age_steps: int | None = None      # NeMo RL grpo.async_grpo
 
     # ---- identity ---------------------------------------------------------------------------
     @property
     def spec_hash(self) -> str:
-        """sha256 of every field but the attempt and the memory-check policy, canonical JSON:
-        same spec, same hash."""
+        """sha256 of every field but the attempt and the memory-check policy (and a colocated
+        run's layout fields, all at their defaults), canonical JSON: same spec, same hash."""
         fields = dataclasses.asdict(self)
         fields.pop("attempt")
         fields.pop("memory_check")
+        if self.layout == COLOCATED:
+            for name in LAYOUT_FIELDS:
+                fields.pop(name)
         canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -99,6 +117,17 @@ class GrpoSpec:
         return self.nodes * self.gpus_per_node
 
     @property
+    def split(self) -> bool:
+        return self.layout != COLOCATED
+
+    @property
+    def pools(self) -> tuple[Pool, ...]:
+        """A split run's pools, rollout first; () when colocated."""
+        if not self.split:
+            return ()
+        return (Pool("rollout", self.rollout_nodes), Pool("trainer", self.trainer_nodes))
+
+    @property
     def checkpoint_dir(self) -> str:
         return DATA_LAYOUT.run_checkpoint_dir(self.run_id)
 
@@ -114,7 +143,11 @@ class GrpoSpec:
         return dataclasses.replace(self, attempt=attempt)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        fields = dataclasses.asdict(self)
+        if self.layout == COLOCATED:       # the stack's runSpec output stays as it was
+            for name in LAYOUT_FIELDS:
+                fields.pop(name)
+        return json.dumps(fields, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> GrpoSpec:

@@ -98,6 +98,7 @@ from jobs.head.failures import (
     classify,
 )
 from jobs.head.gpu_gang import GangRequestError
+from jobs.head.node_loss_watch import NodeLossWatch
 from jobs.head.recoveries import PendingRecovery, not_reached, reached
 from jobs.head.run_records import PreviousDrivers, Records, previous_drivers
 
@@ -434,7 +435,9 @@ class Driver:
         tensorboard = tensorboard_dir(self.run_dir, self.attempt, self.start)
         proc = spawn(trainer.argv, cwd=trainer.cwd, stdout=subprocess.PIPE, text=True,
                      env={**os.environ, **trainer.env, TENSORBOARD_ENV: tensorboard, **self.told.env})
-        output = TrainerOutput()
+        output = TrainerOutput(expected_end=self.plan.completion_text)
+        watch = NodeLossWatch(lambda since: self.hooks.dead_nodes(since, self.run_child)[0],
+                              started_at - DEATH_SLACK_SECONDS) if self.plan.pools else None
         saves = SaveWatch(self.records, self.start, self.told, self.say)
         stdout = proc.stdout
         if stdout is None:    # impossible: stdout=PIPE
@@ -461,6 +464,10 @@ class Driver:
             if self.stop_requested.is_set():
                 terminated = True
                 stop_group(proc, stop_grace())
+                break
+            if watch is not None and watch.stalled(output.steps):
+                self.say(watch.reason)
+                stop_group(proc, self.plan.stop_grace_seconds)
                 break
             if self.remaining() <= 0:
                 deadline_hit = True
@@ -518,12 +525,13 @@ class Driver:
     def after_trainer(self, result: TrainerRun) -> int | None:
         """Classify the start, record it, and restart or end; the exit code once ended."""
         plan, output = self.plan, result.output
-        ordinary = (result.exit_code == 0 or result.terminated or result.deadline_hit
+        ordinary = ((result.exit_code == 0 and not plan.pools) or result.terminated or result.deadline_hit
                     or result.exit_code == 2 or output.usage)
         dead = [] if ordinary else self.dead_nodes_since(result)
         reason, evidence = classify(result.exit_code, output, attempt_saw_step=self.attempt_saw_step,
                                     dead_nodes=tuple(dead), deadline_hit=result.deadline_hit,
-                                    terminated=result.terminated or self.stop_requested.is_set())
+                                    terminated=result.terminated or self.stop_requested.is_set(),
+                                    split=bool(plan.pools))
         trained = output.steps > 0
         self.attempt_saw_step |= trained
         if self.pending is not None:    # the restart led to a start that never logged a step

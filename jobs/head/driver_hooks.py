@@ -44,13 +44,14 @@ class DefaultHooks:
         jobs/head/gpu_gang.py); the returned holder's release() clears the request."""
         from jobs.head.gpu_gang import GangHolder
         return GangHolder.start(math.ceil(plan.gpus / plan.gpus_per_node), plan.gpus_per_node,
-                                on_event=on_event, stop_seen=stop_seen)
+                                pools=plan.pool_list, on_event=on_event, stop_seen=stop_seen)
 
     def wait_for_gpus(self, plan: RunPlan, timeout: float, run: Runner) -> int:
         return run([PYTHON, "-m", "jobs.head.gpu_wait", "--gpus", str(plan.gpus),
                     "--gpus-per-node", str(plan.gpus_per_node),
                     "--timeout-seconds", str(max(timeout, 1.0)),
                     "--poll-seconds", str(plan.gpu_poll_seconds), "--check-gang",
+                    *[arg for pool in plan.pool_list for arg in ("--pool", f"{pool.name}:{pool.nodes}")],
                     "--placement-file", str(Path(plan.run_dir) / PLACEMENT_FILE)])[0]
 
     def gpu_placement(self, plan: RunPlan) -> dict:

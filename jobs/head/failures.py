@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from jobs.contract.capacity_end import CAPACITY_ENDED_REASON, NEMO_RL_TIMEOUT_TEXT, VERL_FORCED_SAVE_TEXT
 from jobs.contract.exit_codes import ExitCode
+from jobs.contract.layouts import NEMO_RL_ASYNC_LOOP_ERROR_TEXT
 
 
 class Reason(enum.StrEnum):
@@ -134,6 +135,8 @@ USAGE_PATTERNS = tuple(re.compile(p) for p in (
 # prints the other after its save, then grpo_train returns (nemo_rl/algorithms/grpo.py).
 FORCED_SAVE_PATTERNS = (re.compile(re.escape(VERL_FORCED_SAVE_TEXT)),)
 CAPACITY_STOP_PATTERNS = (re.compile(re.escape(NEMO_RL_TIMEOUT_TEXT)),)
+# NeMo RL's asynchronous loop caught an error and returned (jobs/contract/layouts.py).
+ASYNC_ERROR_PATTERNS = (re.compile(re.escape(NEMO_RL_ASYNC_LOOP_ERROR_TEXT)),)
 # One training step, as the frameworks log it (jobs/cli/training_logs.py has the sources): verl's
 # console logger prints "step:N - ..." per step; NeMo RL's grpo_train prints "===== Step N/M =====".
 STEP_PATTERNS = (re.compile(r"(?:^|[\s)\]])step:(\d+) - "), re.compile(r"=+ Step (\d+)/(\d+) =+"))
@@ -144,7 +147,8 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 _KINDS = (("node_death", NODE_DEATH_PATTERNS), ("oom", OOM_PATTERNS),
           ("collective", COLLECTIVE_PATTERNS), ("worker_death", WORKER_DEATH_PATTERNS),
           ("creation_task", CREATION_TASK_PATTERNS), ("usage", USAGE_PATTERNS),
-          ("forced_save", FORCED_SAVE_PATTERNS), ("capacity_stop", CAPACITY_STOP_PATTERNS))
+          ("forced_save", FORCED_SAVE_PATTERNS), ("capacity_stop", CAPACITY_STOP_PATTERNS),
+          ("async_error", ASYNC_ERROR_PATTERNS))
 
 
 @dataclass
@@ -162,11 +166,18 @@ class TrainerOutput:
     usage: str | None = None
     forced_save: str | None = None       # verl saved before its capacity's end (and trains on)
     capacity_stop: str | None = None     # NeMo RL saved and stopped before its capacity's end
+    async_error: str | None = None       # NeMo RL's asynchronous loop caught an error
+    # The line an exit 0 needs to be a completed run (the plan's completion_text), and whether it
+    # came: NeMo RL's asynchronous loop exits 0 after an error too.
+    expected_end: str | None = None
+    end_seen: bool = False
 
     def feed(self, line: str) -> int | None:
         """Scan one line; the step number when it is a step line."""
         text = ANSI_ESCAPE.sub("", line.rstrip("\n"))
         self.tail.append(text)
+        if self.expected_end is not None and not self.end_seen and self.expected_end in text:
+            self.end_seen = True
         for name, patterns in _KINDS:
             if getattr(self, name) is None and any(p.search(text) for p in patterns):
                 setattr(self, name, text.strip())
@@ -202,18 +213,29 @@ class DeadNode:
 
 def classify(exit_code: int, output: TrainerOutput, *, attempt_saw_step: bool,
              dead_nodes: tuple[DeadNode, ...] = (), deadline_hit: bool = False,
-             terminated: bool = False) -> tuple[Reason, str]:
+             terminated: bool = False, split: bool = False) -> tuple[Reason, str]:
     """Why a trainer start ended, and the evidence (one line). Only NODE_LOST is restarted.
 
-    ``dead_nodes``: the nodes the cluster reports dead since this start began."""
+    ``dead_nodes``: the nodes the cluster reports dead since this start began. ``split``: a split
+    layout's run, whose exit 0 is a completed run only if none of its nodes died: verl 0.9.1's
+    fully-async rollouter takes a lost rollout replica for the end of its data and the trainer
+    then finishes normally (verl/experimental/fully_async_policy/fully_async_rollouter.py; the
+    research note of docs/layouts.md), so a lost rollout node can look like a completed run."""
     lost_text = output.node_death or output.collective or output.worker_death
     no_node = "no node left the cluster"
+    missing_end = output.expected_end is not None and not output.end_seen
     rules: tuple[tuple[bool, Reason, str], ...] = (
         (terminated, Reason.TERMINATED, "the driver was asked to stop (SIGTERM)"),
         (deadline_hit, Reason.DEADLINE, "the run's time budget is spent"),
         # NeMo RL returns normally once it saved for its capacity's end: not a finished run.
         (exit_code == 0 and bool(output.capacity_stop), Reason.CAPACITY_ENDED,
          f"the trainer saved and stopped before its capacity ends: {output.capacity_stop}"),
+        (exit_code == 0 and split and bool(dead_nodes), Reason.NODE_LOST,
+         "the trainer exited 0 but a node of the run was lost meanwhile: "
+         + "; ".join(n.describe() for n in dead_nodes)),
+        (exit_code == 0 and missing_end, Reason.TRAINER_FAILED,
+         f"the trainer exited 0 without its end-of-run line ({output.expected_end!r}): "
+         f"{output.async_error or 'its loop stopped early'}"),
         (exit_code == 0, Reason.COMPLETED, "the trainer exited 0"),
         (exit_code == 2 or bool(output.usage), Reason.USAGE_ERROR,
          output.usage or "the trainer exited 2 (usage error)"),

@@ -2,9 +2,13 @@
 life of the run, released when the run ends, whatever the reason.
 
     python3 -m jobs.head.gpu_gang hold --nodes N --gpus-per-node G [--ready-fd FD]  # until stdin closes
+    python3 -m jobs.head.gpu_gang hold --nodes N --gpus-per-node G --pool rollout:R --pool trainer:T
     python3 -m jobs.head.gpu_gang release                                          # clear any request
 
-The request is Ray's ``request_resources(bundles=[{"GPU": G}] * N)``: a cluster resource
+The request is Ray's ``request_resources(bundles=[{"GPU": G}] * N)`` (a split layout's: each
+pool's nodes as bundles that also ask for one unit of the pool's custom resource,
+``[{"GPU": G, "gke_grpo_rollout_pool": 1}] * R + [{"GPU": G, "gke_grpo_trainer_pool": 1}] * T``, so
+the autoscaler scales each pool's own worker group: jobs/contract/layouts.py): a cluster resource
 constraint the autoscaler keeps enough nodes for, and which keeps those nodes from idle
 termination (Ray 2.54 ray/autoscaler/v2/scheduler.py ``_enforce_idle_termination``: a node
 "needed by the cluster resource constraints" is skipped). It belongs to the cluster, not to the
@@ -60,6 +64,7 @@ from typing import Any
 
 from jobs.contract.capacity import GANG_HELD_MARKER, GANG_RELEASED_MARKER
 from jobs.contract.exit_codes import ExitCode
+from jobs.contract.layouts import POOL_RESOURCES, Pool
 
 # The v1 autoscaler's channel (ray/_private/ray_constants.py AUTOSCALER_RESOURCE_REQUEST_CHANNEL).
 V1_REQUEST_KEY = b"autoscaler_resource_request"
@@ -128,10 +133,11 @@ class GangRequest:
             namespace=ray._raylet.GCS_AUTOSCALER_STATE_NAMESPACE.encode(), timeout=10)
         return value == b"1"
 
-    def request(self, nodes: int, gpus_per_node: int) -> None:
-        bundle = {"GPU": float(gpus_per_node)}
+    def request(self, nodes: int, gpus_per_node: int, pools: Sequence[Pool] = ()) -> None:
+        shapes = gang_bundles(nodes, gpus_per_node, pools)
         if self.v2:
-            bundles, counts = ([bundle], [nodes]) if nodes else ([], [])
+            bundles = [bundle for bundle, _ in shapes]
+            counts = [count for _, count in shapes]
             method = self.client.request_cluster_resource_constraint
             # The GCS call gained per-bundle label selectors between the framework images' Ray
             # versions: Ray 2.54 (bundles, label_selectors, count_array), Ray 2.49.2 (bundles,
@@ -141,11 +147,23 @@ class GangRequest:
             else:
                 method(bundles, counts, timeout_s=10)
         else:
-            self.client.internal_kv_put(V1_REQUEST_KEY, json.dumps([bundle] * nodes).encode(),
+            listed = [bundle for bundle, count in shapes for _ in range(count)]
+            self.client.internal_kv_put(V1_REQUEST_KEY, json.dumps(listed).encode(),
                                         True, namespace=None, timeout=10)
 
     def clear(self) -> None:
         self.request(0, 0)
+
+
+def gang_bundles(nodes: int, gpus_per_node: int,
+                 pools: Sequence[Pool] = ()) -> list[tuple[dict[str, float], int]]:
+    """(bundle, count) pairs of the request: ``nodes`` GPU nodes, or each pool's nodes bound to
+    the pool's custom resource; [] clears it."""
+    if not nodes:
+        return []
+    if not pools:
+        return [({"GPU": float(gpus_per_node)}, nodes)]
+    return [({"GPU": float(gpus_per_node), pool.resource: 1.0}, pool.nodes) for pool in pools]
 
 
 def _say(marker: str, fields: dict[str, Any]) -> None:
@@ -172,7 +190,8 @@ def _tell(ready_fd: int | None, line: str, *, last: bool = True) -> None:
             os.close(ready_fd)
 
 
-def hold(nodes: int, gpus_per_node: int, address: str | None, ready_fd: int | None = None) -> int:
+def hold(nodes: int, gpus_per_node: int, address: str | None, ready_fd: int | None = None,
+         pools: Sequence[Pool] = ()) -> int:
     _die_with_parent()
     done = threading.Event()
     reason = {"why": "the driver ended (its pipe closed)"}
@@ -190,7 +209,7 @@ def hold(nodes: int, gpus_per_node: int, address: str | None, ready_fd: int | No
         _tell(ready_fd, "loaded", last=False)
         gang = GangRequest(gcs_address(address))
         _tell(ready_fd, "connected", last=False)
-        gang.request(nodes, gpus_per_node)
+        gang.request(nodes, gpus_per_node, pools)
     except RequestUnsupported as exc:
         code, why = ExitCode.GANG_REQUEST_UNSUPPORTED, str(exc)
     except Exception as exc:    # ConnectionError, RuntimeError (no cluster), RPC errors, no ray
@@ -202,7 +221,8 @@ def hold(nodes: int, gpus_per_node: int, address: str | None, ready_fd: int | No
         _tell(ready_fd, f"failed {int(code)} {why}")
         return int(code)
     _say(GANG_HELD_MARKER, {"nodes": nodes, "gpus_per_node": gpus_per_node,
-                            "autoscaler": "v2" if gang.v2 else "v1"})
+                            "autoscaler": "v2" if gang.v2 else "v1",
+                            **({"pools": {p.name: p.nodes for p in pools}} if pools else {})})
     _tell(ready_fd, "held")
 
     if os.getppid() == 1:     # the parent died before prctl took effect
@@ -267,12 +287,12 @@ class GangHolder:
     driver's own rule for whether a child's exit belongs to a stop of the driver (Driver.stop_seen):
     a holder that died in a stop is not replaced."""
 
-    def __init__(self, nodes: int, gpus_per_node: int, *,
+    def __init__(self, nodes: int, gpus_per_node: int, *, pools: Sequence[Pool] = (),
                  on_event: Callable[..., None] | None = None,
                  stop_seen: Callable[[int | None], bool] | None = None,
                  confirm_steps: tuple[tuple[str, str, float], ...] = CONFIRM_STEPS,
                  watch_seconds: float = WATCH_SECONDS, fallback_seconds: float = FALLBACK_SECONDS):
-        self.nodes, self.gpus_per_node = nodes, gpus_per_node
+        self.nodes, self.gpus_per_node, self.pools = nodes, gpus_per_node, tuple(pools)
         self.on_event = on_event or (lambda name, **fields: None)
         self.stop_seen = stop_seen or (lambda code: False)
         self.confirm_steps, self.watch_seconds = confirm_steps, watch_seconds
@@ -299,8 +319,9 @@ class GangHolder:
         return holder
 
     def _argv(self, ready_fd: int) -> list[str]:
+        pools = [arg for pool in self.pools for arg in ("--pool", f"{pool.name}:{pool.nodes}")]
         return [sys.executable, "-m", "jobs.head.gpu_gang", "hold", "--nodes", str(self.nodes),
-                "--gpus-per-node", str(self.gpus_per_node), "--ready-fd", str(ready_fd)]
+                "--gpus-per-node", str(self.gpus_per_node), *pools, "--ready-fd", str(ready_fd)]
 
     def _spawn_confirmed(self) -> None:
         read_end, write_end = os.pipe()
@@ -453,6 +474,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _pool(text: str) -> Pool:
+    name, _, nodes = text.partition(":")
+    if name not in POOL_RESOURCES:
+        raise argparse.ArgumentTypeError(f"a pool is {' or '.join(POOL_RESOURCES)}:<nodes>, got {text!r}")
+    return Pool(name, _positive_int(nodes))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m jobs.head.gpu_gang",
                                      description=__doc__.split("\n\n")[0])
@@ -461,6 +489,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     held.add_argument("--nodes", type=_positive_int, required=True)
     held.add_argument("--gpus-per-node", type=_positive_int, required=True)
     held.add_argument("--address", default=None, help="GCS address (default: RAY_ADDRESS, auto)")
+    held.add_argument("--pool", type=_pool, action="append", default=[],
+                      help="a split layout's pool, NAME:NODES (rollout, trainer); the pools' "
+                           "nodes add up to --nodes")
     held.add_argument("--ready-fd", type=int, default=None,
                       help="a pipe to say `held` or `failed <code> <why>` on, once")
     cleared = sub.add_parser("release", help="clear the cluster's resource request")
@@ -470,7 +501,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     if args.command == "hold":
-        return hold(args.nodes, args.gpus_per_node, args.address, args.ready_fd)
+        if args.pool and sum(pool.nodes for pool in args.pool) != args.nodes:
+            print(f"the pools' nodes ({', '.join(f'{p.name}:{p.nodes}' for p in args.pool)}) do not "
+                  f"add up to --nodes {args.nodes}", file=sys.stderr)
+            return 2
+        return hold(args.nodes, args.gpus_per_node, args.address, args.ready_fd, args.pool)
     return release(args.address)
 
 

@@ -2,13 +2,16 @@
 
     python3 -m jobs.head.gpu_wait --gpus N --timeout-seconds T [--poll-seconds P]
                                   [--gpus-per-node G] [--placement-file FILE] [--check-gang]
+                                  [--pool rollout:R --pool trainer:T]
 
 The GPU wait of the run driver (jobs/head/driver.py, before every trainer start), run on the Ray
 head inside the framework image: verl (and NeMo RL's placement groups) fail at once when the
 cluster has fewer free GPUs than the trainer asks for, while GPU nodes on Spot or flex-start
 capacity can take minutes to hours to join. This waits, bounded by T seconds, printing how many
 GPUs it sees against how many it needs and the elapsed time. With --gpus-per-node the GPUs must
-be free on N/G separate nodes (a node each, as the trainers place them), not merely in sum.
+be free on N/G separate nodes (a node each, as the trainers place them), not merely in sum. With
+--pool (a split layout, jobs/contract/layouts.py) each pool's nodes must be free among the nodes
+that advertise the pool's custom resource: both pools up, not N nodes of either.
 
 Once ready, it prints where the GPUs are (``[wait_for_gpus] NODES {...}``: each node's name and
 capacity source from the labels its GPU worker passed to Ray, components/node_labels.py) and
@@ -44,6 +47,7 @@ from pathlib import Path
 from jobs.contract.capacity import NODE_NAME_LABEL, NODES_MARKER, count_sources, describe_sources, source_of
 from jobs.contract.capacity_end import node_created_at
 from jobs.contract.exit_codes import ExitCode
+from jobs.contract.layouts import POOL_RESOURCES, Pool
 from jobs.contract.records import GPU_GANG_INFEASIBLE_MARKER as INFEASIBLE_MARKER
 
 # The jobs CLI looks for the timeout marker in a failed attempt's last log lines to report exit 3.
@@ -59,6 +63,7 @@ class GpuNode:
     free: float | None = None          # free GPUs on this node (None: not known, all)
     node_id: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    pool: str | None = None            # the split layout's pool whose resource it advertises
 
     @property
     def free_gpus(self) -> float:
@@ -71,7 +76,8 @@ class GpuNode:
         return {"node_id": self.node_id, "address": self.address,
                 "node_name": self.labels.get(NODE_NAME_LABEL, ""),
                 "source": source_of(self.labels), "gpus": self.gpus,
-                "created_at": node_created_at(self.labels)}
+                "created_at": node_created_at(self.labels),
+                **({"pool": self.pool} if self.pool else {})}
 
 
 @dataclass(frozen=True)
@@ -84,9 +90,18 @@ class Snapshot:
     def alive_gpu_nodes(self) -> int:
         return sum(1 for n in self.nodes if n.alive and n.gpus > 0)
 
-    def free_nodes(self, gpus_per_node: int) -> list[GpuNode]:
-        """Alive nodes with a whole node's GPUs free."""
-        return [n for n in self.nodes if n.alive and n.free_gpus >= gpus_per_node]
+    def free_nodes(self, gpus_per_node: int, pool: str | None = None) -> list[GpuNode]:
+        """Alive nodes with a whole node's GPUs free (of one pool, when given)."""
+        return [n for n in self.nodes if n.alive and n.free_gpus >= gpus_per_node
+                and (pool is None or n.pool == pool)]
+
+    def pools_ready(self, gpus_per_node: int, pools: Sequence[Pool]) -> bool:
+        return all(len(self.free_nodes(gpus_per_node, p.name)) >= p.nodes for p in pools)
+
+
+def pool_of(resources: dict) -> str | None:
+    """The pool whose custom resource a node advertises (components/ray_pods.py)."""
+    return next((name for name, resource in POOL_RESOURCES.items() if resources.get(resource)), None)
 
 
 def ray_snapshot() -> Snapshot:
@@ -99,7 +114,8 @@ def ray_snapshot() -> Snapshot:
         GpuNode(address=str(n.get("NodeManagerAddress", "?")),
                 gpus=float((n.get("Resources") or {}).get("GPU", 0.0)),
                 alive=bool(n.get("Alive")), free=free.get(str(n.get("NodeID")), 0.0),
-                node_id=str(n.get("NodeID", "")), labels=dict(n.get("Labels") or {}))
+                node_id=str(n.get("NodeID", "")), labels=dict(n.get("Labels") or {}),
+                pool=pool_of(n.get("Resources") or {}))
         for n in ray.nodes() if (n.get("Resources") or {}).get("GPU", 0.0) > 0
     )
     available = float(ray.available_resources().get("GPU", 0.0))
@@ -119,7 +135,9 @@ def gang_infeasible(gcs_client, gpus_per_node: int, nodes: int) -> bool:
     for constraint in reply.autoscaling_state.infeasible_cluster_resource_constraints:
         for by_count in constraint.resource_requests:
             bundle = dict(by_count.request.resources_bundle)
-            if by_count.count == nodes and bundle.get("GPU") == float(gpus_per_node):
+            # A split run's request has a bundle per pool, each of the pool's own count.
+            pooled = any(resource in bundle for resource in POOL_RESOURCES.values())
+            if (by_count.count == nodes or pooled) and bundle.get("GPU") == float(gpus_per_node):
                 return True
     return False
 
@@ -187,7 +205,7 @@ def timeout_message(snap: Snapshot, needed: int, timeout: float,
 
 
 def wait_for_gpus(needed: int, timeout: float, poll: float = 10.0, *,
-                  gpus_per_node: int | None = None,
+                  gpus_per_node: int | None = None, pools: Sequence[Pool] = (),
                   snapshot: Callable[[], Snapshot] = ray_snapshot,
                   clock: Callable[[], float] = time.monotonic,
                   sleep: Callable[[float], None] = time.sleep,
@@ -205,6 +223,10 @@ def wait_for_gpus(needed: int, timeout: float, poll: float = 10.0, *,
         snap = snapshot()
         elapsed = clock() - start
         line = progress_line(snap, needed, elapsed, timeout, gpus_per_node)
+        if pools and gpus_per_node:
+            by_pool = ", ".join(f"{p.name} {len(snap.free_nodes(gpus_per_node, p.name))}/{p.nodes}"
+                                for p in pools)
+            line = line.replace(", elapsed", f" [{by_pool}], elapsed", 1)
         # Print on change, and at least every minute so a long wait shows it is alive.
         if line.split(", elapsed")[0] != (last or "").split(", elapsed")[0] or \
                 int(elapsed) // 60 != int(elapsed - poll) // 60:
@@ -212,6 +234,8 @@ def wait_for_gpus(needed: int, timeout: float, poll: float = 10.0, *,
             last = line
         enough_nodes = gpus_per_node is None or \
             len(snap.free_nodes(gpus_per_node)) >= math.ceil(needed / gpus_per_node)
+        if pools and gpus_per_node:
+            enough_nodes = enough_nodes and snap.pools_ready(gpus_per_node, pools)
         if snap.available >= needed and enough_nodes:
             print(f"{PREFIX} ready: {_fmt(snap.available)} GPUs available after {elapsed:.0f}s",
                   file=out, flush=True)
@@ -238,6 +262,13 @@ def _positive(kind):
     return parse
 
 
+def _pool_argument(text: str) -> Pool:
+    name, _, nodes = text.partition(":")
+    if name not in POOL_RESOURCES or not nodes.isdigit() or int(nodes) < 1:
+        raise argparse.ArgumentTypeError(f"a pool is {' or '.join(POOL_RESOURCES)}:<nodes>, got {text!r}")
+    return Pool(name, int(nodes))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m jobs.head.gpu_wait", description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpus", type=_positive(int), required=True, help="GPUs the run needs")
@@ -248,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--address", default="auto", help="Ray address (default: auto)")
     parser.add_argument("--placement-file", default=None,
                         help="where to write the nodes and capacity sources once ready")
+    parser.add_argument("--pool", type=_pool_argument, action="append", default=[],
+                        help="a split layout's pool, NAME:NODES: its nodes must be free among the "
+                             "nodes of that pool")
     parser.add_argument("--check-gang", action="store_true",
                         help="fail at once when the autoscaler reports the gang infeasible")
     try:
@@ -277,21 +311,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return wait_for_gpus(args.gpus, args.timeout_seconds, args.poll_seconds,
-                             gpus_per_node=args.gpus_per_node, infeasible=infeasible,
+                             gpus_per_node=args.gpus_per_node, pools=args.pool,
+                             infeasible=infeasible,
                              on_ready=lambda snap: report_placement(
-                                 snap, args.gpus, args.gpus_per_node, args.placement_file))
+                                 snap, args.gpus, args.gpus_per_node, args.placement_file,
+                                 pools=args.pool))
     finally:
         ray.shutdown()
 
 
 def report_placement(snap: Snapshot, needed: int, gpus_per_node: int | None,
-                     placement_file: str | None, out=None) -> dict[str, object]:
-    """The gang's nodes and their capacity sources: printed as a NODES marker line (the jobs CLI
-    reads it from the job log) and written to ``placement_file`` for the driver."""
+                     placement_file: str | None, out=None,
+                     pools: Sequence[Pool] = ()) -> dict[str, object]:
+    """The gang's nodes and their capacity sources (and pools): printed as a NODES marker line
+    (the jobs CLI reads it from the job log) and written to ``placement_file`` for the driver."""
     out = out or sys.stdout
-    chosen = snap.free_nodes(gpus_per_node) if gpus_per_node else [n for n in snap.nodes if n.alive]
-    count = math.ceil(needed / gpus_per_node) if gpus_per_node else len(chosen)
-    nodes = [n.placement() for n in sorted(chosen, key=lambda n: n.free_gpus, reverse=True)[:count]]
+    if pools and gpus_per_node:
+        picked = [node for p in pools for node in sorted(
+            snap.free_nodes(gpus_per_node, p.name), key=lambda n: n.node_id)[:p.nodes]]
+    else:
+        chosen = snap.free_nodes(gpus_per_node) if gpus_per_node else [n for n in snap.nodes if n.alive]
+        count = math.ceil(needed / gpus_per_node) if gpus_per_node else len(chosen)
+        picked = sorted(chosen, key=lambda n: n.free_gpus, reverse=True)[:count]
+    nodes = [n.placement() for n in picked]
     record: dict[str, object] = {"gpu_nodes": nodes, "capacity_sources": count_sources(nodes)}
     print(f"{PREFIX} GPUs from {describe_sources(count_sources(nodes))}", file=out, flush=True)
     print(NODES_MARKER + json.dumps(record, sort_keys=True), file=out, flush=True)

@@ -231,8 +231,10 @@ def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
     # bf16), vLLM colocated with its weights and KV cache released between rollouts
     # (free_cache_engine / sleep mode). Each step: the actor's old log-probs with the entropy
     # (fsdp_workers.py compute_log_prob: calculate_entropy = not is_lora), the reference's
-    # log-probs, then update_policy.
-    n = spec.total_gpus
+    # log-probs, then update_policy. A split run (jobs/plan/render_layouts.py) trains on the
+    # trainer pool alone and keeps vLLM on the rollout pool's GPUs (hybrid_engine false).
+    n = spec.trainer_nodes * spec.gpus_per_node if spec.split else spec.total_gpus
+    rollout_gpus = spec.rollout_nodes * spec.gpus_per_node if spec.split else n
     a = "actor_rollout_ref."
     sp = max(_override_int(values, a + "actor.ulysses_sequence_parallel_size", 1), 1)
     checkpointing = _override_bool(values, a + "model.enable_gradient_checkpointing", True)
@@ -279,22 +281,28 @@ def _plan_verl(spec: GrpoSpec, shape: ModelShape, gpu: GpuMemory, sequence: int,
                          spec.rollout_gpu_memory_utilization)
     kv = kv_check(shape, gpu, utilization=utilization, tp=tp,
                   sequences=spec.prompts_per_step * spec.generations_per_prompt,
-                  replicas=max(n // max(tp, 1), 1), max_sequence_tokens=sequence)
-    asleep = (Term("vLLM asleep (weights and KV cache released)", 0, "framework"),
-              Term("vLLM process CUDA context", CUDA_CONTEXT_BYTES))
+                  replicas=max(rollout_gpus // max(tp, 1), 1), max_sequence_tokens=sequence)
+    asleep: tuple[Term, ...] = (Term("vLLM asleep (weights and KV cache released)", 0, "framework"),
+                                Term("vLLM process CUDA context", CUDA_CONTEXT_BYTES))
+    rollout = _phase("rollout: vLLM + resident actor and reference", actor_resident, ref, context,
+                     vllm_terms(kv))
+    if spec.split:
+        # The old log-prob pass stays in the plan although fully-async's bypass mode takes the
+        # rollout's log-probs (fully_async_ppo_trainer.yaml lines 85-98): an upper bound.
+        asleep, rollout = (), _phase("rollout pool: vLLM", vllm_terms(kv))
+    tail = "" if spec.split else " + vLLM asleep"
     phases = (
-        _phase("rollout: vLLM + resident actor and reference", actor_resident, ref, context,
-               vllm_terms(kv)),
+        rollout,
         # The actor's pass: its root is already counted as resident; the reference's root is
         # left gathered by the last step's reference pass.
-        _phase("actor log-prob pass (old log-probs + entropy) + reference + vLLM asleep",
+        _phase(f"actor log-prob pass (old log-probs + entropy) + reference{tail}",
                actor_resident, ref, old_lp[1:], context, asleep),
         # The reference's pass: it gathers its root (in ref_lp) and holds its logits.
-        _phase("reference log-prob pass + vLLM asleep", actor_resident, (ref_weights,), ref_lp,
+        _phase(f"reference log-prob pass{tail}", actor_resident, (ref_weights,), ref_lp,
                context, asleep),
-        _phase("actor forward+backward + reference + vLLM asleep", step["forward_backward"], ref,
+        _phase(f"actor forward+backward + reference{tail}", step["forward_backward"], ref,
                context, asleep),
-        _phase("actor optimizer step + reference + vLLM asleep", step["optimizer_step"], ref,
+        _phase(f"actor optimizer step + reference{tail}", step["optimizer_step"], ref,
                context, asleep),
     )
     return MemoryPlan(spec.model, gpu, "verl", phases, kv, path.notes())

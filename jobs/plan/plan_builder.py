@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.contract.layout import DATA_LAYOUT
+from jobs.contract.layouts import completion_text
 from jobs.contract.run_plan import DEFAULT_MAX_RESTARTS, PYTHON, Command, RunPlan
 from jobs.contract.spec import GrpoSpec
 from jobs.plan.render import RenderedJob, capacity_end_overrides
@@ -50,4 +51,6 @@ def build_plan(spec: GrpoSpec, rendered: RenderedJob, *, deadline_seconds: float
         export=after_training[0] if after_training else None,
         evaluate=after_training[1] if after_training else None,
         capacity_end=capacity_end, total_steps=spec.total_steps,
+        pools={pool.name: pool.nodes for pool in spec.pools} or None,
+        completion_text=completion_text(spec.framework, spec.asynchronous_trainer),
     )

@@ -59,6 +59,7 @@ from jobs.contract.records import TENSORBOARD_ENV, run_dir, tensorboard_dir
 from jobs.contract.run_plan import JOB_STOP_WAIT_ENV, JOB_STOP_WAIT_SECONDS
 from jobs.contract.spec import GrpoSpec
 from jobs.plan.interpolations import refused_resolvers
+from jobs.plan.render_layouts import VERL_SPLIT_ENTRIES, nemo_rl_split_overrides, verl_split_overrides
 
 if TYPE_CHECKING:
     from jobs.plan.versions import ImageRow
@@ -166,7 +167,7 @@ def verl_overrides(spec: GrpoSpec, capacity_margin_seconds: float | None = None)
         # ref and rollout log-prob token budgets follow the actor's (${oc.select:...} in verl's
         # ppo_trainer config).
         batching.append(f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={spec.max_tokens_per_gpu}")
-    return (
+    rendered = (
         # GRPO: group-relative advantages (verl's default is gae, which builds a critic).
         "algorithm.adv_estimator=grpo",
         # KL as a loss term, as verl's GRPO recipes do (examples/grpo_trainer/
@@ -220,8 +221,10 @@ def verl_overrides(spec: GrpoSpec, capacity_margin_seconds: float | None = None)
         VERL_SAVE_CONTENTS_OVERRIDE,
         "trainer.resume_mode=auto",
         *capacity_end_overrides(spec, capacity_margin_seconds),
-        *spec.extra_overrides,
     )
+    if spec.split:      # the asynchronous trainer on two pools (jobs/plan/render_layouts.py)
+        rendered = verl_split_overrides(spec, rendered)
+    return (*rendered, *spec.extra_overrides)
 
 
 def tensorboard_env_reference(spec: GrpoSpec) -> str:
@@ -328,7 +331,8 @@ def render_verl(spec: GrpoSpec, capacity_margin_seconds: float | None = None) ->
         },
         "env_vars": base_env_vars(),
     }
-    argv = (*VERL_ENTRY, *overrides)
+    entry = VERL_SPLIT_ENTRIES[spec.asynchronous_trainer or ""] if spec.split else VERL_ENTRY
+    argv = (*entry, *overrides)
     return RenderedJob(entrypoint=shlex.join(argv), overrides=overrides,
                        runtime_env=runtime_env, argv=argv)
 
@@ -405,6 +409,8 @@ def nemo_rl_overrides(spec: GrpoSpec, capacity_margin_seconds: float | None = No
         *nemo_rl_data_overrides(spec),
         *nemo_rl_checkpoint_overrides(spec),
         *capacity_end_overrides(spec, capacity_margin_seconds),
+        # Async GRPO on the split layout's pools (jobs/plan/render_layouts.py).
+        *(nemo_rl_split_overrides(spec) if spec.split else ()),
         *spec.extra_overrides,
     )
 

@@ -45,6 +45,8 @@ class ImageRow:
     nemo_rl_data_layout: str = "flat"
     # NeMo RL's DTensor v2 policy saves asynchronously unless checkpointing.is_async says otherwise.
     nemo_rl_async_checkpoint_default: bool = False
+    # gke-grpo:job.layout split: the asynchronous trainers the release ships (jobs/contract/layouts.py).
+    split_trainers: tuple[str, ...] = ()
 
     @property
     def ray_tuple(self) -> tuple[int, ...]:
@@ -113,6 +115,7 @@ class VersionsTable:
 @functools.cache
 def load_versions(path: Path = VERSIONS_FILE) -> VersionsTable:
     document = yaml.safe_load(path.read_text())
-    rows = tuple(ImageRow(**row) for row in document["images"])
+    rows = tuple(ImageRow(**{**row, "split_trainers": tuple(row.get("split_trainers", ()))})
+                 for row in document["images"])
     return VersionsTable(ray_client=document["ray_client"], images=rows,
                          system_images=document.get("system_images", {}))

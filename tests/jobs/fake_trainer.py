@@ -118,6 +118,28 @@ def lost_early_once(root: Path, done: int) -> int:
     return fails(LOST)
 
 
+# NeMo RL's asynchronous GRPO (nemo_rl/algorithms/grpo.py async_grpo_train, v0.7.0 lines
+# 4314-4325): the end-of-run line, or the caught error and a normal return.
+ASYNC_END = "Max number of steps has been reached, stopping training early\n"
+ASYNC_ERROR = "❌ Error in async loop: RayActorError: The actor died unexpectedly\n"
+
+
+def split_lost_then_exit_0(root: Path, done: int) -> int:
+    """verl's fully-async trainer after a lost rollout node: the rollouter takes it for the end of
+    its data and the trainer ends normally (exit 0) after one step; the restart finishes."""
+    return trains(root, done)
+
+
+def hang_after_loss_once(root: Path, done: int) -> int:
+    """A split trainer that waits forever once a node is gone (no step after the first); the
+    restart finishes."""
+    if done:
+        return trains(root, done)
+    trains(root, 0)
+    while True:
+        time.sleep(0.2)
+
+
 def steps_forever(root: Path, done: int, on_sigterm=None) -> int:
     if on_sigterm is not None:
         signal.signal(signal.SIGTERM, on_sigterm)
@@ -167,6 +189,10 @@ MODES = {
     "slow-stop": slow_stop,
     "long": long,
     "verl-capacity-end": verl_capacity_end,
+    "async-end": lambda root, done: trains(root, done, then=ASYNC_END),
+    "async-error-exit-0": lambda root, done: trains(root, done, save=False, then=ASYNC_ERROR),
+    "split-lost-then-exit-0": split_lost_then_exit_0,
+    "hang-after-loss-once": hang_after_loss_once,
     "nemo-rl-capacity-end": nemo_rl_capacity_end,
 }
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from components.config.models.base import _Area
+from components.config.models.layout import LayoutConfig
 from components.config.types import (
     ActiveDeadlineSeconds,
     EvaluateMode,
@@ -131,6 +132,13 @@ class JobConfig(_Area):
     rollout_gpu_memory_utilization: FiniteFloat = Field(
         0.6,
         description="fraction of total GPU memory for vLLM",
+    )
+    layout: LayoutConfig = Field(
+        LayoutConfig(),
+        description=("where rollouts and training run: `colocated`, or `split` onto a rollout "
+                     "pool and a trainer pool, each on its own capacity source "
+                     "([docs/layouts.md](docs/layouts.md))"),
+        json_schema_extra={"defaultText": "colocated"},
     )
     colocated_generation: bool = Field(True, description="NeMo RL: generation on the training GPUs")
     generation_nodes: int = Field(0, description="NeMo RL, non-colocated: nodes for generation")

@@ -41,6 +41,10 @@ What is checked:
   nodes; generation nodes only when generation is not colocated; dynamic batching excludes
   sequence packing (nemo_rl/models/policy/lm_policy.py, v0.5.0); no Ulysses, no
   maxTokensPerGpu (verl keys); W&B is off (warning when a key is configured).
+- split layout (gke-grpo:job.layout, layout_rules.py): the release ships the asynchronous
+  trainer; the pools add up to the run's nodes; verl's batch arithmetic over the TRAINER pool's
+  GPUs and vLLM's over the ROLLOUT pool's, fully-async's prompts per weight version; NeMo RL
+  async GRPO's run length (totalSteps within one pass over the data, no totalEpochs).
 - GPU memory (jobs/plan/gpu_memory.py, docs/memory-planner.md): the estimated peak per GPU of each
   colocated phase; a warning above 85 %, an error above 100 % (a warning with
   gke-grpo:job.memoryCheck: warn); vLLM's KV cache must hold one whole sequence.
@@ -54,6 +58,7 @@ from __future__ import annotations
 from jobs.contract.spec import GrpoSpec
 from jobs.plan.findings import Finding
 from jobs.plan.preflight.common_rules import CommonRules
+from jobs.plan.preflight.layout_rules import LayoutRules
 from jobs.plan.preflight.nemo_rl_rules import NemoRlRules
 from jobs.plan.preflight.override_rules import OverrideRules, key_file, nemo_rl_keys, release_keys, verl_keys
 from jobs.plan.preflight.rules import JOB
@@ -62,7 +67,7 @@ from jobs.plan.preflight.verl_rules import VerlRules
 __all__ = ["check", "errors", "key_file", "nemo_rl_keys", "release_keys", "verl_keys"]
 
 
-class _Checker(CommonRules, VerlRules, NemoRlRules, OverrideRules):
+class _Checker(CommonRules, VerlRules, NemoRlRules, OverrideRules, LayoutRules):
     def run(self) -> list[Finding]:
         s = self.spec
         self.credentials_in_overrides()
@@ -75,11 +80,14 @@ class _Checker(CommonRules, VerlRules, NemoRlRules, OverrideRules):
             self.model()
         overrides = self.extras()
         if s.framework == "verl":
-            self.verl(usable)
+            # A split run's batch and rollout arithmetic is per pool (layout_rules.py).
+            self.verl(usable and not s.split)
         elif s.framework == "nemo-rl":
             self.nemo_rl(usable, overrides)
         else:
             self.error(JOB + "framework", f"is {s.framework!r}; one of 'verl', 'nemo-rl'")
+        if s.split and s.framework in ("verl", "nemo-rl"):
+            usable = self.layout(usable) and usable
         if usable and s.framework in ("verl", "nemo-rl"):
             from jobs.plan.gpu_memory import memory_findings  # GPU memory (docs/memory-planner.md)
             self.findings.extend(memory_findings(s, s.memory_check))
