@@ -8,7 +8,8 @@ What they read:
 - the cluster's alive GPU nodes and their labels, from the Ray dashboard's state API
   (``GET /api/v0/nodes?detail=1``: Ray 2.54 dashboard/modules/state/state_head.py; each node's
   ``state``, ``resources_total`` and ``labels``; the labels carry the node's capacity source,
-  components/node_labels.py);
+  components/node_labels.py; a split layout's node has its pool's custom resource in
+  ``resources_total``, jobs/contract/layouts.py POOL_RESOURCES);
 - whether the attempt holds its gang request: the HELD and RELEASED lines the gang holder prints
   into the job's log (jobs/head/gpu_gang.py). The dashboard has no view of the request itself:
   under the v2 autoscaler its ``/api/cluster_status`` is empty (observed with Ray 2.54);
@@ -29,6 +30,7 @@ from jobs.contract.capacity import (
     last_marker,
     source_of,
 )
+from jobs.contract.layouts import POOL_RESOURCES
 
 
 def gpu_nodes(state_nodes: Any) -> list[dict[str, Any]]:
@@ -47,9 +49,12 @@ def gpu_nodes(state_nodes: Any) -> list[dict[str, Any]]:
         raw_labels = node.get("labels")
         labels: dict[str, str] = {str(k): str(v) for k, v in raw_labels.items()} \
             if isinstance(raw_labels, dict) else {}
-        found.append({"node_id": str(node.get("node_id", "")),
-                      "node_name": str(labels.get(NODE_NAME_LABEL) or node.get("node_ip", "?")),
-                      "source": source_of(labels), "labels": labels})
+        row = {"node_id": str(node.get("node_id", "")),
+               "node_name": str(labels.get(NODE_NAME_LABEL) or node.get("node_ip", "?")),
+               "source": source_of(labels), "labels": labels}
+        # A split layout's node advertises its pool's custom resource (jobs/contract/layouts.py).
+        pool = next((name for name, resource in POOL_RESOURCES.items() if total.get(resource)), None)
+        found.append({**row, "pool": pool} if pool else row)
     return found
 
 

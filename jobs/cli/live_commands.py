@@ -111,9 +111,18 @@ def gpu_rows(runs: Runs, target: Target, attempt: Attempt, log: str) -> list[tup
         nodes = gpu_nodes(runs.cluster_nodes())
     except Exception as exc:     # an older dashboard, a refused call: the row says so
         return [("GPU workers", f"unknown (the dashboard's node list: {type(exc).__name__})")]
+    from jobs.cli.split_view import pool_node_rows
+
     stack = getattr(target, "stack", None)
     capacity = getattr(stack, "gpu_capacity", None)
-    return gpu_worker_rows(nodes, log, attempt.live, capacity)
+    spec = getattr(target, "spec", None)
+    # A split run: each pool's nodes up against the nodes the spec gives it.
+    wanted = {p.name: p.nodes for p in spec.pools} if spec is not None and spec.split else {}
+    pools = (capacity or {}).get("pools") if isinstance(capacity, dict) else None
+    if not wanted and isinstance(pools, list):     # else the stack output's pools
+        wanted = {str(p["pool"]): p["nodes"] for p in pools if isinstance(p, dict)
+                  and isinstance(p.get("pool"), str) and isinstance(p.get("nodes"), int)}
+    return gpu_worker_rows(nodes, log, attempt.live, capacity) + pool_node_rows(nodes, wanted)
 
 
 def cmd_list(runs: Runs, target: Target, args, out, err) -> int:

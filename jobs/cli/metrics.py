@@ -67,6 +67,36 @@ writes f"{prefix}/{name}" with SummaryWriter.add_scalar; nemo_rl/algorithms/grpo
   grad norm     train/grad_norm               grpo.py, train_results["grad_norm"]
   lr            train/lr                      nemo_rl/models/policy/workers/*_policy_worker.py
   (no clip fraction: NeMo RL logs probs_ratio_clamped, the mean clamped ratio, not a fraction)
+
+A split layout's asynchronous trainer (jobs/contract/layouts.py) also logs how long each side
+waited for the other; read only when the run's tags show that trainer (ASYNC_MARKERS), so a
+colocated run's steps are what they were (jobs/cli/split_view.py shows them):
+verl 0.9.1 fully-async (logged once per parameter sync, step = the parameter version; the
+MetricsAggregator sums every timing_s/* over the sync cycle, experimental/fully_async_policy/
+detach_utils.py:255-256):
+  trainer wait  timing_s/gen                  fully_async_trainer.py:646, marked_timer("gen")
+                                              around the wait on the rollouts' message queue
+  step time     timing_s/step                 fully_async_trainer.py:559 (summed likewise)
+  trainer idle  fully_async/trainer/idle_ratio   detach_utils.py:357-358: timing_s/gen /
+                                              timing_s/step of the sync cycle
+  rollouter idle fully_async/rollouter/idle_ratio   fully_async_rollouter.py:607-616: 1 - time
+                                              generating / time since the last parameter sync
+  weight sync   timing_s/timing_s/param_sync  fully_async_trainer.py:729 marks
+                                              "timing_s/param_sync", prefixed again by
+                                              trainer/ppo/metric_utils.py:645
+verl 0.9.1 one-step-off (every step): timing_s/gen = the wait for the previous step's
+background generation (experimental/one_step_off_policy/ray_trainer.py:389), beside
+timing_s/generate_async, the generation itself (:234), and timing_s/sync_rollout_weights (:398).
+NeMo RL v0.7.0 async GRPO (nemo_rl/algorithms/grpo.py async_grpo_train; the timer summed over
+the step, :4231-4233, logged with prefix timing/train, :4302-4306):
+  trainer wait  timing/train/exposed_generation   :3661 (sampling the replay buffer, waiting
+                                              for enough trajectories) + :3977 (waiting for
+                                              pending generations before the refit)
+  step time     timing/train/total_step_time  :3658
+  weight sync   timing/train/weight_sync      :3989
+  trajectory age train/avg_trajectory_age     :4238
+  (not performance/training_worker_idle_time_ratio: nemo_rl/algorithms/utils.py:745-748 makes it 0
+  whenever exposed_generation > 0.1 s; the rollout side logs no idle figure)
 """
 
 from __future__ import annotations
@@ -114,6 +144,22 @@ NEMO_RL_TAGS: dict[str, tuple[str, ...]] = {
     "lr": ("train/lr",),
 }
 FRAMEWORK_TAGS = {"verl": VERL_TAGS, "nemo-rl": NEMO_RL_TAGS}
+# The asynchronous trainers' waits (see above), read when a tag of ASYNC_MARKERS is present.
+ASYNC_TAGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "verl": {"trainer_wait": ("timing_s/gen",),
+             "trainer_idle_ratio": ("fully_async/trainer/idle_ratio",),
+             "rollouter_idle_ratio": ("fully_async/rollouter/idle_ratio",),
+             "generation_time": ("timing_s/generate_async",),
+             "weight_sync": ("timing_s/timing_s/param_sync", "timing_s/sync_rollout_weights")},
+    "nemo-rl": {"trainer_wait": ("timing/train/exposed_generation",),
+                "weight_sync": ("timing/train/weight_sync",),
+                "trajectory_age": ("train/avg_trajectory_age",)},
+}
+ASYNC_MARKERS = {"verl": ("fully_async/trainer/idle_ratio", "fully_async/rollouter/idle_ratio",
+                          "timing_s/generate_async"),
+                 "nemo-rl": ("timing/train/exposed_generation",)}
+ASYNC_FIELDS = ("trainer_wait", "trainer_idle_ratio", "rollouter_idle_ratio", "generation_time",
+                "weight_sync", "trajectory_age")
 _VERL_VAL = re.compile(r"^val-core/.+/(?:reward|acc)/mean@\d+$")
 NEMO_RL_VAL_TAG = "validation/accuracy"
 
@@ -135,6 +181,12 @@ LABELS = {
     "grad_norm": "gradient norm",
     "clip_fraction": "clipped fraction",
     "lr": "learning rate",
+    "trainer_wait": "trainer wait for rollouts (s)",
+    "trainer_idle_ratio": "trainer idle ratio",
+    "rollouter_idle_ratio": "rollouter idle ratio",
+    "generation_time": "generation (s)",
+    "weight_sync": "weight sync (s)",
+    "trajectory_age": "trajectory age (steps)",
 }
 _EVENT_FILE = "tfevents"
 
@@ -280,6 +332,12 @@ def detect_framework(tags: Iterable[str]) -> str | None:
     return "verl" if verl >= nemo else "nemo-rl"
 
 
+def is_asynchronous(framework: str | None, tags: Iterable[str]) -> bool:
+    """Whether the tags are those of a split layout's asynchronous trainer (ASYNC_MARKERS)."""
+    markers = ASYNC_MARKERS.get(framework or "", ())
+    return any(t in markers for t in tags)
+
+
 def _val_tag(framework: str, tags: Iterable[str]) -> str | None:
     if framework == "nemo-rl":
         return NEMO_RL_VAL_TAG if NEMO_RL_VAL_TAG in tags else None
@@ -316,6 +374,8 @@ def steps_from_scalars(scalars: dict[str, list[tuple[int, float, float]]], frame
     val = _val_tag(framework, scalars)
     if val:
         tag_map["val_reward"] = (val,)
+    if is_asynchronous(framework, scalars):
+        tag_map.update(ASYNC_TAGS[framework])
     rows: dict[int, StepMetrics] = {}
     for name, tags in tag_map.items():
         tag = next((t for t in tags if t in scalars), None)

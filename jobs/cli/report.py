@@ -64,6 +64,7 @@ class Report:
 
 def build_report(inputs: ReportInputs) -> Report:
     from jobs.cli.report_sections import attempts_html, checkpoint_html, summary_html, validation_html
+    from jobs.cli.split_view import split_html
 
     rows = inputs.metrics.merged()
     training = [r for r in rows if r.is_training]
@@ -95,6 +96,9 @@ def build_report(inputs: ReportInputs) -> Report:
     parts.append(summary_html(inputs))
     parts.append(_cards_html(inputs, latest, last_val))
     parts.append(attempts_html(inputs))
+    split = split_html(inputs)         # a split layout's pools and waits; nothing when colocated
+    if split:
+        parts.append(split)
     parts.append(checkpoint_html(inputs))
     parts.append('<h2 id="learning">Learning</h2>')
     parts.append(figures_html([by_name[n] for n in ("reward", "response_length") if n in by_name]))
@@ -360,14 +364,17 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
         if val:
             rows.append(("validation", ", ".join(f"step {r.step}: {r.get('val_reward'):.4f}"
                                                  for r in (val[:1] + val[-1:] if len(val) > 1 else val))))
-    if not inputs.timeline.empty:
-        from jobs.cli.capacity_view import capacity_rows
-        from jobs.cli.gpu_status import start_sources_rows
+    from jobs.cli.capacity_view import capacity_rows
+    from jobs.cli.gpu_status import start_sources_rows
+    from jobs.cli.split_view import split_status_rows
 
+    if not inputs.timeline.empty:
         rows.append(("goodput", inputs.goodput.describe()))
         starts = inputs.timeline.trainer_starts()
         rows.append(("starts", f"{len(starts)} trainer start(s), {len(inputs.timeline.restarts)} restart(s)"))
         rows += start_sources_rows(inputs.timeline)
+    rows += split_status_rows(inputs)         # a split layout's pools and waits
+    if not inputs.timeline.empty:
         rows += capacity_rows(inputs.timeline)
         rows += recovery_rows(recoveries(inputs.timeline))
     if inputs.advice is not None:

@@ -36,6 +36,7 @@ class ReportInputs:
     advice: CheckpointAdvice | None = None     # Young-Daly beside the configured cadence
     spec: GrpoSpec | None = None               # the stack's run spec (--stack), for the summary
     stack: str | None = None                   # the stack's name, for the commands shown
+    gpu_capacity: dict[str, Any] | None = None   # the stack output gpuCapacity (a split run's pools)
 
     @property
     def identity_warning(self) -> str | None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.cli.capacity_view import start_capacity_text
 from jobs.cli.gpu_status import placement_text
 from jobs.cli.report_html import duration_text, html_table, page_text, utc_text
+from jobs.cli.split_view import layout_text
 from jobs.contract.capacity import describe_source
 from jobs.contract.converters import nemo_rl_step_dir, verl_actor_dir
 from jobs.contract.layout import DATA_LAYOUT
@@ -117,6 +118,7 @@ def summary_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
                  ("rollout", f"{spec.rollout_engine}, tensor parallel {spec.rollout_tensor_parallel_size}, "
                              + ("colocated" if spec.colocated_generation else
                                 f"{spec.generation_nodes} generation nodes")),
+                 *([("layout", layout_text(inputs))] if spec.split else []),
                  ("checkpoints", f"every {spec.checkpoint_every_steps} steps, keep {spec.checkpoints_to_keep}"),
                  ("validation", f"every {spec.validate_every_steps} steps")]
     elif inputs.planned_steps:

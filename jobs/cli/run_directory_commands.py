@@ -93,11 +93,14 @@ def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = Non
         preview = estimate
     if spec is not None:
         planned = planned_steps(spec.total_steps, spec.total_epochs, spec.prompts_per_step)
-    return collect_inputs(directory, run_id or directory.name, framework=spec.framework if spec else None,
-                          cost_basis=cost_basis, planned=planned, preview_estimate=preview,
-                          model=spec.model if spec else None,
-                          checkpoint_every_steps=spec.checkpoint_every_steps if spec else None,
-                          spec=spec, stack=stack_info.stack if stack_info else None)
+    inputs = collect_inputs(directory, run_id or directory.name, framework=spec.framework if spec else None,
+                            cost_basis=cost_basis, planned=planned, preview_estimate=preview,
+                            model=spec.model if spec else None,
+                            checkpoint_every_steps=spec.checkpoint_every_steps if spec else None,
+                            spec=spec, stack=stack_info.stack if stack_info else None)
+    # A split run's pools, their sources and cost per hour (jobs/cli/split_view.py).
+    inputs.gpu_capacity = stack_info.gpu_capacity if stack_info else None
+    return inputs
 
 def warn(lines: list[str], err, limit: int = 20) -> None:
     """What the readers skipped, one line each on stderr (the report and status show them too)."""

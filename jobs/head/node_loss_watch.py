@@ -6,8 +6,9 @@ trajectories with no timeout once a generation worker is gone (nemo_rl/algorithm
 async_grpo_train at v0.7.0: the replay-buffer wait loop, lines 3661-3703), and verl 0.9.1's
 fully-async trainer syncs weights to rollout replicas that may be dead (docs/layouts.md). So while
 such a trainer runs, the driver asks the cluster every ``every`` seconds which nodes died since
-the start began (jobs/head/node_deaths.py, read-only); once one did, the trainer has ``grace``
-seconds to end by itself or log a new step, else the driver stops it and classifies the start
+the start began (jobs/head/node_deaths.py, read-only; nodes drained for being idle are not
+counted); once one did, the trainer has ``grace`` seconds (or twice its longest gap between step
+lines) to end by itself or log a new step, else the driver stops it and classifies the start
 with the dead node (jobs/head/failures.py: NODE_LOST, restarted from the last checkpoint).
 """
 
@@ -19,10 +20,12 @@ from collections.abc import Callable, Sequence
 from jobs.head.failures import DeadNode
 
 # How often the cluster is asked (one short child process each time) and how long a trainer may
-# go without a new step after a node of its run died. A step of the runs this program plans takes
-# one to a few minutes; five minutes with no step after a loss is a wait that will not end.
+# go without a new step after a node of its run died: five minutes, or twice the longest gap
+# between two of its step lines so far, whichever is longer (verl's fully-async trainer logs a step
+# only at each weight sync, every trigger_parameter_sync_step local steps).
 EVERY_SECONDS = 60.0
 GRACE_SECONDS = 300.0
+GAP_FACTOR = 2.0
 
 
 class NodeLossWatch:
@@ -37,10 +40,19 @@ class NodeLossWatch:
         self.steps_at_loss = 0
         self.lost: list[DeadNode] = []
         self.reason = ""
+        self.steps_seen, self.last_step_at, self.longest_gap = 0, clock(), 0.0
+
+    @property
+    def bound(self) -> float:
+        return max(self.grace, GAP_FACTOR * self.longest_gap)
 
     def stalled(self, steps: int) -> bool:
         """True once a node died and the trainer logged no step for ``grace`` seconds since."""
         now = self.clock()
+        if steps > self.steps_seen:
+            if self.steps_seen:
+                self.longest_gap = max(self.longest_gap, now - self.last_step_at)
+            self.steps_seen, self.last_step_at = steps, now
         if self.lost_at is None:
             if now < self.next_query:
                 return False
@@ -53,9 +65,9 @@ class NodeLossWatch:
         if steps > self.steps_at_loss:          # it trains on without the node: fine
             self.lost_at, self.lost = None, []
             return False
-        if now - self.lost_at < self.grace:
+        if now - self.lost_at < self.bound:
             return False
-        self.reason = (f"no training step for {self.grace:.0f}s since a node of the run was lost "
+        self.reason = (f"no training step for {self.bound:.0f}s since a node of the run was lost "
                        f"({'; '.join(n.describe() for n in self.lost)}): stopping the trainer to "
                        "restart it from its last checkpoint")
         return True

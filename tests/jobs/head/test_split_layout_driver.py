@@ -132,3 +132,18 @@ def test_a_colocated_plan_has_no_watch_and_no_pools(tmp_path):
     assert plan.pool_list == () and "pools" not in plan.to_json()
     assert dataclasses.replace(plan, pools={"rollout": 1, "trainer": 1}).pool_list == (
         Pool("rollout", 1), Pool("trainer", 1))
+
+
+def test_the_bound_follows_a_trainer_that_logs_seldom():
+    now = [0.0]
+    watch = NodeLossWatch(lambda since: [dead_node(at=since + 1)], 0.0, every=1, grace=10,
+                          clock=lambda: now[0])
+    watch.stalled(steps=1)
+    now[0] = 30.0
+    watch.stalled(steps=2)           # 30 s between two step lines: the bound is 60 s
+    now[0] = 31.0
+    watch.stalled(steps=2)           # the loss is seen
+    now[0] = 80.0
+    assert not watch.stalled(steps=2)
+    now[0] = 92.0
+    assert watch.stalled(steps=2) and "no training step for 60s" in watch.reason
