@@ -116,6 +116,16 @@ def estimate_cost(config: StackConfig, prices: dict[str, Any] | None = None) -> 
         ("committedCostOverRunDeadline" if model == "reservation" else "runCostUpperBound"):
             _rounded_money(None if hourly is None else hourly * deadline_hours),
     }
+    if config.pools:
+        # A split layout: each pool at its own source's rate (the same choice as above).
+        table = parse_price_table({**prices, "machines": {config.machine_type: machine}})
+        per_pool = []
+        for name, pool_nodes, index in config.pools:
+            pool_rate = hourly_rate(table.machines[config.machine_type],
+                                    sources[index].provisioning_model).per_node_hour
+            per_pool.append({"pool": name, "nodes": pool_nodes, "source": sources[index].label,
+                             "hourly": _rounded_money(None if pool_rate is None else pool_rate * pool_nodes)})
+        result["pools"] = per_pool
     grant = flex_start_partial_grant(config, prices)
     if grant is not None:
         result["flexStartPartialGrant"] = grant
@@ -150,6 +160,9 @@ def describe(estimate: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"  a run, at most {estimate['runHoursUpperBound']} h (job.activeDeadlineSeconds): "
                      f"at most {money(estimate['runCostUpperBound'])}")
+    for pool in estimate.get("pools", []):
+        lines.append(f"  {pool['pool']} pool: {pool['nodes']} node(s) from {pool['source']}, "
+                     f"{money(pool['hourly'])} per hour")
     if "flexStartPartialGrant" in estimate:
         lines.append(f"  {partial_grant_line(estimate['flexStartPartialGrant'])}")
     if "storageMonthly" in estimate:

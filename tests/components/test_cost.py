@@ -118,3 +118,16 @@ def test_preflight_states_it(tmp_path, capsys):
     assert capacity_findings.main(["prod", "--config-file", str(path)]) == 0
     [line] = __import__("json").loads(capsys.readouterr().out)
     assert line.startswith("flex-start grants a gang's 4 nodes one by one")
+
+
+def test_a_split_layout_prices_each_pool_at_its_sources_rate():
+    raw, secrets = stack_config("dev", {"gke-grpo:job.layout": {
+        "kind": "split", "rollout": {"nodes": 1}, "trainer": {"nodes": 1, "capacity": "spot"},
+        "triggerParameterSyncStep": 1}})
+    estimate = estimate_cost(load_stack_config(raw, secrets, "dev"))
+    pools = estimate["pools"]
+    assert [(p["pool"], p["nodes"], p["source"]) for p in pools] == [("rollout", 1, "Spot"), ("trainer", 1, "Spot")]
+    assert sum(p["hourly"] for p in pools) == pytest.approx(estimate["hourlyGpuCapacity"], abs=0.02)
+    assert any(line.startswith("  trainer pool: 1 node(s) from Spot") for line in describe(estimate))
+    colocated_raw, colocated_secrets = stack_config("dev", {})
+    assert "pools" not in estimate_cost(load_stack_config(colocated_raw, colocated_secrets, "dev"))
