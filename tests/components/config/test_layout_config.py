@@ -82,3 +82,19 @@ def test_the_steering_refusal_says_why():
     result = preview_with("prod", prod_split({"nodes": 2, "capacity": "spot"},
                                              {"nodes": 2, "capacity": "reservation"}))
     assert "keep both pools on one source" in result.error
+
+
+def test_a_release_without_the_asynchronous_trainer_is_refused_before_any_resource():
+    # Release-dependent, so preflight's (jobs/plan/preflight/layout_rules.py), which runs before the
+    # program registers anything (__main__.py require_preflight).
+    result = preview_with("dev", {**split({"nodes": 1}, {"nodes": 1}, triggerParameterSyncStep=1),
+                                  P + "job.release": "verl-0.7.1"})
+    assert {p.key for p in result.problems} == {P + "job.layout.asynchronousTrainer"}, result.error
+    assert "verl-0.9.1" in result.error
+    assert result.register_calls == 0 and result.resources == []
+
+
+def test_a_valid_split_registers_the_stack():
+    result = preview_with("dev", split({"nodes": 1}, {"nodes": 1}, triggerParameterSyncStep=1))
+    assert not result.problems, result.error
+    assert result.register_calls > 0

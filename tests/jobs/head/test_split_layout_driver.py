@@ -147,3 +147,12 @@ def test_the_bound_follows_a_trainer_that_logs_seldom():
     assert not watch.stalled(steps=2)
     now[0] = 92.0
     assert watch.stalled(steps=2) and "no training step for 60s" in watch.reason
+
+
+def test_a_lost_trainer_node_restarts_a_split_run_from_its_checkpoint(tmp_path):
+    # The trainer's own actor dies with its node: Ray's node-death text, a non-zero exit.
+    plan = split_plan(tmp_path, "lost-once")
+    code, out, events, hooks = drive(plan)
+    assert code == ExitCode.OK, out
+    assert [e["reason"] for e in events if e["event"] == "trainer_exit"] == ["node_lost", "completed"]
+    assert hooks.waits == 2 and "resumed from step 1" in out
