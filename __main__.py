@@ -18,6 +18,7 @@ from components.gpu_capacity import GpuCapacity, gpu_capacity_args
 from components.grpo_job import GrpoJob, grpo_job_args, require_preflight, run_plan
 from components.head_code import head_code_files
 from components.kuberay import KubeRay, kuberay_args
+from components.monitoring import Monitoring, monitoring_args
 from components.networks import GpuNetworks, gpu_networks_args
 from components.node_service_account import NodeServiceAccount, node_service_account_args
 from components.project_services import ProjectServices, project_services_args
@@ -79,6 +80,10 @@ kuberay = KubeRay("kuberay", kuberay_args(
     config, networks=networks, cluster=cluster, capacity=capacity, storage=storage,
     hf_token=secrets.require_secret("hfToken"), wandb_api_key=secrets.get_secret("wandbApiKey"),
     head_code=head_code_files(run_plan(spec, config))))
+# What managed Prometheus scrapes (the Ray pods and the run driver), the dashboard and the alerts.
+monitoring = Monitoring("monitoring", monitoring_args(
+    config, kubernetes_provider=cluster.provider, namespace=cluster.namespace_name,
+    depends_on=[kuberay.ray_cluster], services=apis))
 # The submitter runs where the head runs: non-Spot CPU nodes.
 job = GrpoJob("job", grpo_job_args(config, spec, kuberay,
                                    submitter_node_selector=cluster.head_node_selector))
@@ -112,6 +117,8 @@ pulumi.export("rayNamespace", kuberay.namespace)
 pulumi.export("rayDashboardService", kuberay.head_service)
 pulumi.export("rayDashboardPortForward", kuberay.port_forward_command)
 pulumi.export("rayTokenAuthentication", kuberay.token_auth_message)
+# The Cloud Monitoring dashboard (none with monitoring.enabled false); status and report print it.
+pulumi.export("dashboardUrl", monitoring.dashboard_url)
 pulumi.export("runId", spec.run_id)
 pulumi.export("runCheckpointDir", spec.checkpoint_dir)
 pulumi.export("submissionId", job.submission_id)

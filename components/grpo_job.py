@@ -98,7 +98,22 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
                       prune_checkpoints_keep=spec.checkpoints_to_keep,
                       # the Hugging Face export and the test-split evaluation after training
                       after_training=after_training_commands(spec, job.evaluate,
-                                                             job.export.hub_repo)).to_json()
+                                                             job.export.hub_repo),
+                      # the driver's own metrics endpoint and its cost so far (components/monitoring.py)
+                      metrics=driver_metrics(config)).to_json()
+
+
+def driver_metrics(config: StackConfig) -> dict[str, Any]:
+    """The plan's metrics fields: the endpoint's port, and the first capacity source's rate per GPU
+    node-hour (data/prices.yaml, as the stack's gpuCapacity output prices it) for the cost so far."""
+    from jobs.plan.prices import hourly_rate, load_price_table
+
+    table = load_price_table()
+    machine = table.machines.get(config.machine_type)
+    rate = (hourly_rate(machine, config.capacity.sources[0].provisioning_model).per_node_hour
+            if machine is not None else None)
+    return {"metrics_port": config.monitoring.driver_metrics_port, "gpu_hourly_rate": rate,
+            "currency": table.currency if rate is not None else None}
 
 
 def submitter_pod_template(ray_version: str, node_selector: dict[str, str]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from components.gcsfuse import BUCKET_ROLE
 from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS, head_code_mount
 from components.kuberay_crds import crd_files
+from components.monitoring import AUTOSCALER_METRICS_PORT
 from components.node_labels import RBAC_NAME, cluster_role, cluster_role_binding
 from components.ray_autoscaler import load_autoscaler_settings
 from components.ray_cluster_updates import replacement_message, replacement_options
@@ -113,6 +114,8 @@ class KubeRayArgs:
     gpu_capacity_resources: list[pulumi.Resource] = dataclasses.field(default_factory=list)
     # Said on every preview: a configured allocate timeout that leaves a node's bring-up out.
     autoscaler_note: str | None = None
+    # The ports managed Prometheus scrapes (components/monitoring.py): Ray's, the autoscaler's, the driver's.
+    collector_ports: tuple[int, ...] = (METRICS_PORT,)
 
 
 def allocate_timeout_note(allocate_timeout_seconds: int, gpu_wait_seconds: int) -> str | None:
@@ -174,7 +177,8 @@ def kuberay_args(config: StackConfig, *, networks: GpuNetworks, cluster: GkeClus
         pod_service_accounts=[storage.service_account, storage.worker_service_account],
         gpu_capacity_resources=capacity.placement_dependencies,
         autoscaler_note=allocate_timeout_note(config.autoscaler_allocate_timeout_seconds,
-                                              config.job.gpu_wait_seconds))
+                                              config.job.gpu_wait_seconds),
+        collector_ports=(METRICS_PORT, AUTOSCALER_METRICS_PORT, config.monitoring.driver_metrics_port))
 
 
 class KubeRay(pulumi.ComponentResource):
@@ -517,10 +521,10 @@ class KubeRay(pulumi.ComponentResource):
                 net.NetworkPolicyIngressRuleArgs(from_=[pods(dict(cluster_labels))]),
                 net.NetworkPolicyIngressRuleArgs(from_=[pods(dict(SUBMITTER_LABELS))], ports=dashboard),
                 net.NetworkPolicyIngressRuleArgs(from_=[operator_source], ports=dashboard),
-                # Managed Prometheus scrapes Ray's metrics (the addon's monitoring is on).
+                # Managed Prometheus scrapes Ray's, its autoscaler's and the driver's metrics.
                 net.NetworkPolicyIngressRuleArgs(
                     from_=[namespace(MANAGED_PROMETHEUS_NAMESPACE)],
-                    ports=[net.NetworkPolicyPortArgs(port=METRICS_PORT, protocol="TCP")]),
+                    ports=[net.NetworkPolicyPortArgs(port=p, protocol="TCP") for p in args.collector_ports]),
             ],
         )
 

@@ -24,6 +24,7 @@ BASE_SERVICES = {
     # organizations.get_project (the project number in the Workload Identity principal) and
     # project-level IAM grants go through the Resource Manager API.
     "cloudresourcemanager.googleapis.com": "the project-number lookup and project IAM grants",
+    "monitoring.googleapis.com": "the Cloud Monitoring dashboard and alert policies",
 }
 STORAGE_SERVICES = {
     "gcs": {"storage.googleapis.com": "the shared Cloud Storage bucket"},

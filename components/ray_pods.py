@@ -21,6 +21,7 @@ from components.kuberay_limits import (
 from components.node_labels import LABELS_FILE, node_labels_init_container
 from components.ray_autoscaler import sidecar_env
 from components.ray_cluster_updates import upgrade_strategy, worker_setup_script
+from components.ray_ports import CLIENT_PORT, DASHBOARD_PORT, GCS_PORT, METRICS_PORT
 from jobs.contract.layouts import POOL_GROUPS, POOL_RESOURCES
 
 if TYPE_CHECKING:   # annotations only: the config models import components' siblings
@@ -28,8 +29,6 @@ if TYPE_CHECKING:   # annotations only: the config models import components' sib
     from components.config import WorkerResources as WorkerConfig
     from components.storage import PodStorage
 
-# Ray ports: GCS, dashboard (and Jobs API), client, metrics.
-GCS_PORT, DASHBOARD_PORT, CLIENT_PORT, METRICS_PORT = 6379, 8265, 10001, 8080
 # KubeRay's default name for the head's GCS port (ray-operator/controllers/ray/utils/
 # constant.go GcsServerPortName @v1.7.0): the head service and clients look it up by name.
 GCS_PORT_NAME = "gcs-server"

@@ -66,6 +66,10 @@ RESOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
         "google_project_service", ("services/resourcemanager/resource_google_project_service.go",)),
     "gcp:projects/iAMMember:IAMMember": (
         "google_project_iam_member", ("tpgiamresource/resource_iam_member.go", "services/resourcemanager/iam_project.go")),
+    "gcp:monitoring/dashboard:Dashboard": (
+        "google_monitoring_dashboard", ("services/monitoring/resource_monitoring_dashboard.go",)),
+    "gcp:monitoring/alertPolicy:AlertPolicy": (
+        "google_monitoring_alert_policy", ("services/monitoring/resource_monitoring_alert_policy.go",)),
 }
 
 # ForceNew decided by a CustomizeDiff: (type, path) -> (the condition, text that must be in the file).

@@ -33,3 +33,18 @@ LUSTRE_CSI_MIN_GKE_VERSION = _GATES.lustre_csi
 
 PROVISIONING_MODELS = ("reservation", "spot", "flex-start")
 FLEX_START_MAX_RUN_SECONDS = 7 * 24 * 3600
+
+
+# The ports Ray's workers bind on a node when `ray start` is not told otherwise (Ray 2.54
+# ray/scripts/scripts.py: --min-worker-port default 10002, --max-worker-port default 19999): the
+# driver's metrics port on the head must stay out of them.
+RAY_WORKER_PORTS = (10002, 19999)
+
+
+def ray_reserved_ports() -> dict[int, str]:
+    """The fixed ports of the Ray pods (components/ray_ports.py) and Ray's dashboard agent
+    (ray/_private/ray_constants.py DEFAULT_DASHBOARD_AGENT_LISTEN_PORT, 2.54.0)."""
+    from components.ray_ports import CLIENT_PORT, DASHBOARD_PORT, GCS_PORT, METRICS_PORT
+
+    return {GCS_PORT: "GCS", DASHBOARD_PORT: "dashboard and job API", CLIENT_PORT: "client server",
+            METRICS_PORT: "metrics export", 52365: "dashboard agent"}

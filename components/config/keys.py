@@ -8,6 +8,7 @@ from components.config.models import (
     GpuConfig,
     JobConfig,
     KubeRayConfig,
+    MonitoringConfig,
     NetworkConfig,
     StorageConfig,
     _Area,
@@ -21,6 +22,7 @@ AREAS: dict[str, type[_Area]] = {
     "storage": StorageConfig,
     "kuberay": KubeRayConfig,
     "job": JobConfig,
+    "monitoring": MonitoringConfig,
 }
 REQUIRED_AREAS = ("cluster", "gpu", "storage", "kuberay", "job")
 SECRET_KEYS = {"hfToken": True, "wandbApiKey": False}  # key -> required

@@ -17,6 +17,7 @@ from components.config.models import (
     GpuConfig,
     JobConfig,
     KubeRayConfig,
+    MonitoringConfig,
     NetworkConfig,
     StorageConfig,
     _Area,
@@ -257,6 +258,7 @@ def load_stack_config(
         network=_parsed(parsed, "network", NetworkConfig),
         storage=_parsed(parsed, "storage", StorageConfig),
         kuberay=_parsed(parsed, "kuberay", KubeRayConfig), job=_parsed(parsed, "job", JobConfig),
+        monitoring=_parsed(parsed, "monitoring", MonitoringConfig),
     )
 
 

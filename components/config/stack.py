@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from components.config.capacity import CapacityPlan, capacity_plan
@@ -16,6 +16,7 @@ from components.config.models import (
     JobConfig,
     KubeRayConfig,
     LustreStorage,
+    MonitoringConfig,
     NetworkConfig,
     StorageConfig,
 )
@@ -43,6 +44,7 @@ class StackConfig:
     kuberay: KubeRayConfig
     job: JobConfig
     has_wandb_key: bool
+    monitoring: MonitoringConfig = field(default_factory=MonitoringConfig)
 
     # ---- derived values: one place each ---------------------------------------------------
     @property

@@ -390,3 +390,52 @@ CapacityReference = Annotated[str, _name(
     _CAPACITY_REFERENCE, 80,
     "`spot`, `flexStart`, `reservation` (the stack's one reservation) or `reservation/<name>`"),
     _schema(_CAPACITY_REFERENCE.pattern, 80)]
+
+# ---- monitoring ------------------------------------------------------------------------------
+
+_NOTIFICATION_CHANNEL = re.compile(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]{1,30}$")
+# The resource name Cloud Monitoring gives a channel (projects.notificationChannels, "name":
+# "projects/[PROJECT_ID_OR_NUMBER]/notificationChannels/[CHANNEL_ID]"); an e-mail address or a
+# bare id is not one.
+NotificationChannelName = Annotated[str, _name(
+    _NOTIFICATION_CHANNEL, 200,
+    "a notification channel's resource name, projects/<project>/notificationChannels/<numeric id> "
+    "(`gcloud beta monitoring channels list --format='value(name)'`)"),
+    _schema(_NOTIFICATION_CHANNEL.pattern, 200)]
+
+StepTimesFactor = Annotated[float, _rule(
+    lambda v: math.isfinite(v) and v >= 1,
+    "at least 1: an alert bound below one step time fires between two healthy steps")]
+
+
+def _alert_minimum_problem(value: int) -> str | None:
+    from jobs.plan.checkpoint_interval import load_interruption_priors
+
+    step = load_interruption_priors().step_seconds.value
+    if step and value < step:
+        return (f"at least one step time, {step:.0f} s (the planner's step time: "
+                "data/interruption-priors.yaml): an alert bound below it fires between two "
+                "healthy steps")
+    return None if value <= 7 * 86400 else "at most 604800 (7 days)"
+
+
+AlertMinimumSeconds = Annotated[int, _why(_alert_minimum_problem)]
+
+
+def _driver_port_problem(value: int) -> str | None:
+    from components.config.facts import RAY_WORKER_PORTS, ray_reserved_ports
+
+    if not 1024 <= value <= 65535:
+        return "1024 to 65535"
+    taken = ray_reserved_ports()
+    if value in taken:
+        return (f"a port of its own: {value} is Ray's {taken[value]} (the Ray pods' ports: "
+                + ", ".join(f"{port} {what}" for port, what in sorted(taken.items())) + ")")
+    low, high = RAY_WORKER_PORTS
+    if low <= value <= high:
+        return (f"outside {low}-{high}, the ports Ray's workers bind on the head (ray start "
+                "--min-worker-port/--max-worker-port defaults)")
+    return None
+
+
+DriverMetricsPort = Annotated[int, _why(_driver_port_problem)]

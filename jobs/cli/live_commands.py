@@ -98,6 +98,8 @@ def cmd_status(runs: Runs, target: Target, args, out, err) -> int:
     from jobs.contract.health import health_from_log
     rows += health_status_rows(health_from_log(log))       # the gate's result line in the job log
     rows += gpu_rows(runs, target, attempt, log)
+    if target.stack is not None and target.stack.dashboard_url:
+        rows.append(("dashboard", target.stack.dashboard_url))   # Cloud Monitoring, live
     for key, value in rows:
         print(f"{key:<12}{value}", file=out)
     out.flush()

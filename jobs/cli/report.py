@@ -94,6 +94,9 @@ def build_report(inputs: ReportInputs) -> Report:
         parts.append(f'<div class="banner" id="stack-mismatch" role="alert">Not this stack\'s run: '
                      f"{page_text(warning)}.</div>")
     parts.append(summary_html(inputs))
+    if inputs.dashboard_url:           # the stack's Cloud Monitoring dashboard (--stack)
+        parts.append(f'<p id="dashboard">Live: <a href="{page_text(inputs.dashboard_url)}">the '
+                     "stack's Cloud Monitoring dashboard</a></p>")
     parts.append(_cards_html(inputs, latest, last_val))
     parts.append(attempts_html(inputs))
     split = split_html(inputs)         # a split layout's pools and waits; nothing when colocated
@@ -364,6 +367,8 @@ def run_status_rows(inputs: ReportInputs) -> list[tuple[str, str]]:
         if val:
             rows.append(("validation", ", ".join(f"step {r.step}: {r.get('val_reward'):.4f}"
                                                  for r in (val[:1] + val[-1:] if len(val) > 1 else val))))
+    if inputs.dashboard_url:
+        rows.append(("dashboard", inputs.dashboard_url))
     from jobs.cli.capacity_view import capacity_rows
     from jobs.cli.gpu_status import start_sources_rows
     from jobs.cli.split_view import split_status_rows

@@ -37,6 +37,7 @@ class ReportInputs:
     spec: GrpoSpec | None = None               # the stack's run spec (--stack), for the summary
     stack: str | None = None                   # the stack's name, for the commands shown
     gpu_capacity: dict[str, Any] | None = None   # the stack output gpuCapacity (a split run's pools)
+    dashboard_url: str | None = None             # the stack output dashboardUrl
 
     @property
     def identity_warning(self) -> str | None:

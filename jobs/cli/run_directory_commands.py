@@ -100,6 +100,7 @@ def report_inputs(args, run_id: str | None, stack_info: StackTarget | None = Non
                             spec=spec, stack=stack_info.stack if stack_info else None)
     # A split run's pools, their sources and cost per hour (jobs/cli/split_view.py).
     inputs.gpu_capacity = stack_info.gpu_capacity if stack_info else None
+    inputs.dashboard_url = stack_info.dashboard_url if stack_info else None
     return inputs
 
 def warn(lines: list[str], err, limit: int = 20) -> None:

@@ -64,6 +64,7 @@ class StackTarget:
     cost_estimate: dict | None = None    # costEstimate
     gpu_capacity: dict | None = None     # gpuCapacity: sources, rates, idle timeout
     get_credentials: str | None = None   # getCredentials: the gcloud command for this cluster
+    dashboard_url: str | None = None     # dashboardUrl: the stack's Cloud Monitoring dashboard
     kubeconfig: str | None = field(default=None, repr=False)   # secret: never printed
 
     @property
@@ -115,7 +116,8 @@ def target_from_outputs(outputs: dict[str, Any], *, stack: str | None, source: s
                        cost_estimate=cost if isinstance(cost, dict) else None,
                        gpu_capacity=outputs.get("gpuCapacity")
                        if isinstance(outputs.get("gpuCapacity"), dict) else None,
-                       get_credentials=optional("getCredentials"), kubeconfig=kubeconfig)
+                       get_credentials=optional("getCredentials"), kubeconfig=kubeconfig,
+                       dashboard_url=optional("dashboardUrl"))
 
 
 def deployed_run_spec(outputs: dict[str, Any]) -> GrpoSpec | None:

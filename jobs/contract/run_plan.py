@@ -101,8 +101,8 @@ class Command:
     env: dict[str, str] = field(default_factory=dict)   # names and values, never secrets
 
 
-# Fields added with the split layout: written only when set.
-OMITTED_WHEN_UNSET = ("pools", "completion_text")
+# Fields added with the split layout and the driver's metrics: written only when set.
+OMITTED_WHEN_UNSET = ("pools", "completion_text", "metrics_port", "gpu_hourly_rate", "currency")
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,12 @@ class RunPlan:
     # returns normally (nemo_rl/algorithms/grpo.py lines 4321-4325 at v0.7.0): its exit 0 alone
     # proves nothing. None: exit 0 is completion.
     completion_text: str | None = None
+    # The driver's own Prometheus endpoint on the head (jobs/head/run_metrics.py): its port, None
+    # for no endpoint; the price per GPU node-hour (the first capacity source's) its cost-so-far
+    # gauge multiplies the node-hours held by, None when unknown (no cost gauge), and its currency.
+    metrics_port: int | None = None
+    gpu_hourly_rate: float | None = None
+    currency: str | None = None
     version: int = PLAN_VERSION
 
     @property
@@ -229,6 +235,9 @@ PLAN_FIELDS: dict[str, Check] = {
     "total_steps": optional(integer(1, MAX_COUNT)),
     "pools": optional(object_of({name: integer(1, MAX_COUNT) for name in POOLS}, required=POOLS)),
     "completion_text": optional(text(max_length=1000)),
+    "metrics_port": optional(integer(1024, 65535)),
+    "gpu_hourly_rate": optional(number(low=0, high=1e6)),
+    "currency": optional(text(pattern=r"[A-Z]{3}", meaning="a currency code such as USD")),
 }
 REQUIRED_FIELDS = tuple(f.name for f in dataclasses.fields(RunPlan)
                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)

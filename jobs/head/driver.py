@@ -238,6 +238,8 @@ class Driver:
     # -- stages ------------------------------------------------------------------------------
     def run(self) -> int:
         plan = self.plan
+        from jobs.head.run_metrics import serve_run_metrics  # prometheus_client only when asked
+        serve_run_metrics(plan, self.attempt, self.records, self.say)   # fed by the records
         previous = previous_drivers(self.run_dir, self.attempt)
         self.resume_after(previous)
         self.records.event("driver_start", self.start, run_id=plan.run_id, pid=os.getpid(),
@@ -448,6 +450,7 @@ class Driver:
                 self.out.write(line)
                 self.out.flush()
                 step = output.feed(line)
+                self.records.note_step(self.start, step)
                 if step is not None and output.steps == 1:
                     self.first_step(step)
                 saves.line(output.tail[-1], output)

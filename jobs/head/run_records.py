@@ -5,6 +5,7 @@ of the same attempt left there (``previous_drivers``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -19,13 +20,32 @@ from jobs.contract.records import EVENTS_FILE, RESTARTS_FILE, TENSORBOARD_DIR, p
 
 class Records:
     """events.jsonl and restarts.jsonl of a run: appended, one flushed line per record (the
-    trainer's output thread records a step while the main thread records stages: one lock)."""
+    trainer's output thread records a step while the main thread records stages: one lock).
+
+    ``listener``: told every record as it is written (a restart as event ``restart``) and every
+    training step line (``note_step``, not written): the driver's metrics (jobs/head/run_metrics.py).
+    Whatever the listener raises is dropped: the run's metrics never fail the run."""
 
     def __init__(self, run_dir: Path, attempt: int, clock: Callable[[], float] = time.time):
         self.run_dir = run_dir
         self.attempt = attempt
         self.clock = clock
         self._lock = threading.Lock()
+        self.listener: Callable[[dict], None] | None = None
+
+    def _tell(self, record: dict) -> None:
+        listener = self.listener
+        if listener is None:
+            return
+        with contextlib.suppress(Exception):    # a listener's bug must not stop a record or a step
+            listener(record)
+
+    def note_step(self, start: int, step: int | None) -> None:
+        """A training step line the trainer's output showed (None: not a step line): told to the
+        listener only (the record of a start's first step is ``first_step``)."""
+        if step is not None:
+            self._tell({"time": self.clock(), "event": "step", "attempt": self.attempt,
+                        "start": start, "step": step})
 
     def _append(self, name: str, record: dict) -> None:
         with self._lock, open(self.run_dir / name, "a") as f:
@@ -36,6 +56,7 @@ class Records:
         record = {"time": self.clock() if at is None else at, "event": event,
                   "attempt": self.attempt, "start": start, **extra}
         self._append(EVENTS_FILE, record)
+        self._tell(record)
         return record
 
     def restart(self, *, reason: str, exit_code: int | None, last_checkpoint_step: int | None,
@@ -44,6 +65,7 @@ class Records:
                   "last_checkpoint_step": last_checkpoint_step, "attempt": self.attempt,
                   "start": start, **extra}
         self._append(RESTARTS_FILE, record)
+        self._tell({**record, "event": "restart"})
         return record
 
 

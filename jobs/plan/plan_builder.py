@@ -21,13 +21,15 @@ def build_plan(spec: GrpoSpec, rendered: RenderedJob, *, deadline_seconds: float
                health: dict[str, Any] | None = None,
                prune_checkpoints_keep: int | None = None,
                after_training: tuple[Command, Command | None] | None = None,
-               capacity_end: dict[str, Any] | None = None) -> RunPlan:
+               capacity_end: dict[str, Any] | None = None,
+               metrics: dict[str, Any] | None = None) -> RunPlan:
     """The plan of one run from its spec and its rendered training command, plus the budgets
     that are not part of the run's identity. ``health`` (the gate's settings) and
     ``prune_checkpoints_keep`` (verl's checkpoint pruning) switch those driver stages on;
     ``after_training`` (export, evaluate: jobs/plan/after_training.py) the stages after a
     completed trainer; ``capacity_end`` (jobs/plan/capacity_end.py) tells each trainer start when
-    its capacity ends: ``rendered`` must then come from render(spec, its margin)."""
+    its capacity ends: ``rendered`` must then come from render(spec, its margin); ``metrics``
+    (metrics_port, gpu_hourly_rate, currency) the driver's own metrics endpoint."""
     if not rendered.argv:
         raise ValueError("the rendered job has no argv")
     told = capacity_end_overrides(spec, None if capacity_end is None else capacity_end["margin_seconds"])
@@ -53,4 +55,5 @@ def build_plan(spec: GrpoSpec, rendered: RenderedJob, *, deadline_seconds: float
         capacity_end=capacity_end, total_steps=spec.total_steps,
         pools={pool.name: pool.nodes for pool in spec.pools} or None,
         completion_text=completion_text(spec.framework, spec.asynchronous_trainer),
+        **(metrics or {}),
     )

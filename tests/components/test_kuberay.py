@@ -67,9 +67,11 @@ def test_every_typed_kubernetes_object_is_valid(stack_preview):
     checked = 0
     for resource in stack_preview.resources:
         group = resource.type.split(":")[1].split("/")[0] if resource.type.startswith("kubernetes:") else ""
-        # Custom resources (ray.io, networking.gke.io) have their own checks; Helm and YAML
-        # groups are not objects.
-        if group in ("", "ray.io", "networking.gke.io", "helm.sh", "yaml") or "providers" in resource.type:
+        # Custom resources (ray.io, networking.gke.io; monitoring.googleapis.com's PodMonitoring:
+        # tests/components/test_monitoring.py) have their own checks; Helm and YAML groups are
+        # not objects.
+        if group in ("", "ray.io", "networking.gke.io", "monitoring.googleapis.com", "helm.sh", "yaml") \
+                or "providers" in resource.type:
             continue
         # raw_inputs: the preview placeholder instead of "[secret]", so Secrets keep their shape.
         validate_strict(manifest_from_registration(resource.type, resource.raw_inputs), config.kubernetes_minor)
@@ -343,7 +345,8 @@ def test_network_policy_admits_only_the_ray_cluster_and_the_operator(prod_previe
     assert spec["podSelector"] == {"matchLabels": {"ray.io/cluster": "grpo-prod"}}
     assert spec["policyTypes"] == ["Ingress"]
     all_ports, submitter, operator, metrics = spec["ingress"]
-    assert metrics["ports"] == [{"port": 8080, "protocol": "TCP"}]
+    # Ray's metrics export port, Ray's autoscaler and the run driver (components/monitoring.py).
+    assert metrics["ports"] == [{"port": p, "protocol": "TCP"} for p in (8080, 44217, 9464)]
     # Managed Prometheus's collectors run in gke-gmp-system.
     assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "gke-gmp-system"}}}]

@@ -12,7 +12,7 @@ from tests.conftest import preview_with, stack_config
 P = "gke-grpo:"
 SERVICE = "gcp:projects/service:Service"
 BASE = {"compute.googleapis.com", "container.googleapis.com", "iam.googleapis.com",
-        "cloudresourcemanager.googleapis.com"}
+        "cloudresourcemanager.googleapis.com", "monitoring.googleapis.com"}
 
 
 @pytest.mark.parametrize("stack,extra", [
