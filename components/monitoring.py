@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.monitoring_queries import Alert, Query, Scope, alerts, gpu_queries, run_queries
+
+if TYPE_CHECKING:
+    from components.config import StackConfig
 
 PODMONITORING_API = "monitoring.googleapis.com/v1"
 # Ray's autoscaler metrics server in the head pod (ray/autoscaler/_private/constants.py
@@ -209,9 +213,9 @@ class Monitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.services)))
 
 
-def monitoring_args(config, *, kubernetes_provider: k8s.Provider, namespace: pulumi.Input[str],
+def monitoring_args(config: StackConfig, *, kubernetes_provider: k8s.Provider, namespace: pulumi.Input[str],
                     depends_on: list[pulumi.Resource], services: list[pulumi.Resource]) -> MonitoringArgs:
-    """The component's arguments from the validated stack config (a StackConfig)."""
+    """The component's arguments from the validated stack config."""
     from components.ray_pods import IDLE_TIMEOUT_SECONDS, METRICS_PORT
 
     watch = config.monitoring

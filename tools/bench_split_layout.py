@@ -4,6 +4,7 @@ run driver's gang request and used by per-pool placement groups, on a real Ray h
     python -m tools.bench_split_layout [--gpus-per-node 2] [--rollout-nodes 2] [--trainer-nodes 2]
                                        [--rollout-join-seconds 12] [--trainer-join-seconds 4]
                                        [--idle-timeout 5] [--poll-seconds 2] [--pending-seconds 5]
+                                       [--gpu-wait-seconds 300]
 
 A Ray 2.54 head with Ray's own v2 autoscaler over Ray's fake multi-node provider
 (tools/fake_capacity.py), inside its own loopback-only network and PID namespace
@@ -538,7 +539,8 @@ OPTIONS = (("--gpus-per-node", int, "gpus_per_node"), ("--rollout-nodes", int, "
            ("--trainer-nodes", int, "trainer_nodes"), ("--rollout-join-seconds", float, "rollout_join_seconds"),
            ("--trainer-join-seconds", float, "trainer_join_seconds"),
            ("--idle-timeout", float, "idle_timeout_seconds"), ("--poll-seconds", float, "poll_seconds"),
-           ("--pending-seconds", float, "pending_seconds"))
+           ("--pending-seconds", float, "pending_seconds"),
+           ("--gpu-wait-seconds", float, "gpu_wait_seconds"))
 
 
 if __name__ == "__main__":
