@@ -104,14 +104,16 @@ def run_plan(spec: GrpoSpec, config: StackConfig) -> str:
 
 
 def driver_metrics(config: StackConfig) -> dict[str, Any]:
-    """The plan's metrics fields: the endpoint's port, and the first capacity source's rate per GPU
+    """The plan's metrics fields: the endpoint's port, and the run's capacity source's rate per GPU
     node-hour (data/prices.yaml, as the stack's gpuCapacity output prices it) for the cost so far."""
     from jobs.plan.prices import hourly_rate, load_price_table
 
     table = load_price_table()
     machine = table.machines.get(config.machine_type)
-    rate = (hourly_rate(machine, config.capacity.sources[0].provisioning_model).per_node_hour
-            if machine is not None else None)
+    # The run's source: a split layout's pools' (one source: components/config/layout_rules.py),
+    # else the first of the waterfall.
+    source = config.capacity.sources[config.pools[0][2] if config.pools else 0]
+    rate = hourly_rate(machine, source.provisioning_model).per_node_hour if machine is not None else None
     return {"metrics_port": config.monitoring.driver_metrics_port, "gpu_hourly_rate": rate,
             "currency": table.currency if rate is not None else None}
 

@@ -19,7 +19,6 @@ import pulumi_kubernetes as k8s
 from components.gcsfuse import BUCKET_ROLE
 from components.head_code import HEAD_CODE_CONFIGMAP, SUBMITTER_LABELS, head_code_mount
 from components.kuberay_crds import crd_files
-from components.monitoring import AUTOSCALER_METRICS_PORT
 from components.node_labels import RBAC_NAME, cluster_role, cluster_role_binding
 from components.ray_autoscaler import load_autoscaler_settings
 from components.ray_cluster_updates import replacement_message, replacement_options
@@ -36,6 +35,7 @@ from components.ray_pods import (
     rdma_network,
     worker_resources,
 )
+from components.ray_ports import AUTOSCALER_METRICS_PORT
 from components.ray_rbac import pod_accounts
 from components.versions import ImageRow, load_versions, stack_row
 

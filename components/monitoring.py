@@ -28,14 +28,12 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.monitoring_queries import Alert, Query, Scope, alerts, gpu_queries, run_queries
+from components.ray_ports import AUTOSCALER_METRICS_PORT
 
 if TYPE_CHECKING:
     from components.config import StackConfig
 
 PODMONITORING_API = "monitoring.googleapis.com/v1"
-# Ray's autoscaler metrics server in the head pod (ray/autoscaler/_private/constants.py
-# AUTOSCALER_METRIC_PORT, env AUTOSCALER_METRIC_PORT, default 44217: Ray 2.49.2, 2.54.0, 2.55.1).
-AUTOSCALER_METRICS_PORT = 44217
 SCRAPE_INTERVAL = "30s"
 # Cloud Monitoring's dashboard grid (MosaicLayout): 48 columns; two charts a row.
 GRID_COLUMNS, TILE_WIDTH, TILE_HEIGHT = 48, 24, 16
@@ -81,8 +79,9 @@ class Chart:
         return {
             "title": self.title,
             "xyChart": {
-                "dataSets": [{"timeSeriesQuery": {"prometheusQuery": q.promql, "unitOverride": q.unit},
-                              "plotType": "LINE", "legendTemplate": q.title}
+                # Each series is named by its own labels (Cloud Monitoring's default for a PromQL
+                # data set): a fixed legend would give every node the same name.
+                "dataSets": [{"timeSeriesQuery": {"prometheusQuery": q.promql}, "plotType": "LINE"}
                              for q in self.queries],
                 "yAxis": {"label": self.unit, "scale": "LINEAR"},
             },

@@ -79,11 +79,11 @@ def run_queries(scope: Scope) -> tuple[Query, ...]:
               f"max by (run_id) (gke_grpo_run_step_seconds{{{s}}})", "s"),
         Query("run_state", "Run state", f"max by (run_id, state) (gke_grpo_run_state{{{s}}}) == 1", "state"),
         Query("restarts", "Trainer restarts (this attempt)",
-              f"max by (run_id) (gke_grpo_run_restarts_total{{{s}}})", "restarts"),
+              f"max by (run_id) (gke_grpo_run_restarts{{{s}}})", "restarts"),
         Query("cost_so_far", "Cost so far (GPU nodes held)",
               f"max by (run_id, currency) (gke_grpo_run_cost_so_far{{{s}}})", "currency"),
-        Query("gpu_idle_seconds", "GPU-seconds idle (held, no step running)",
-              f"max by (run_id) (gke_grpo_run_gpu_idle_seconds_total{{{s}}})", "GPU-s"),
+        Query("gpu_idle_seconds", "GPU-seconds idle (up and held, no step running)",
+              f"max by (run_id) (gke_grpo_run_gpu_idle_seconds{{{s}}})", "GPU-s"),
     )
 
 
@@ -119,12 +119,14 @@ def alerts(scope: Scope, *, stall_step_times: float, stall_minimum_seconds: int,
     # The driver serves its end state for a minute after the run ends, then goes with the
     # driver: a failure is looked for over the last ten minutes, not only in the newest sample.
     failed = f'max by (run_id) (max_over_time(gke_grpo_run_state{{{s}, state="failed"}}[10m])) == 1'
-    # The run's own median step time (from the driver) times the factor, never below the
-    # minimum; before two steps the minimum alone.
+    # Progress: the latest step line, or the current trainer start if later (a restart, or a start
+    # that has not logged a step yet, is not a stall of the old start's last step). The bound: the
+    # run's own median step time (from the driver) times the factor, never below the minimum;
+    # before two steps of the start, the minimum alone.
+    progress = f"max by (run_id) (gke_grpo_run_progress_timestamp_seconds{{{s}}})"
     bound = (f"clamp_min((max by (run_id) (gke_grpo_run_step_seconds{{{s}}}) * {stall_step_times:g})"
-             f" or on (run_id) (0 * max by (run_id) (gke_grpo_run_latest_step_timestamp_seconds{{{s}}})),"
-             f" {stall_minimum_seconds})")
-    stalled = (f"(time() - max by (run_id) (gke_grpo_run_latest_step_timestamp_seconds{{{s}}})) > on (run_id) {bound}"
+             f" or on (run_id) (0 * {progress}), {stall_minimum_seconds})")
+    stalled = (f"(time() - {progress}) > on (run_id) {bound}"
                f' and on (run_id) (max by (run_id) (gke_grpo_run_state{{{s}, state="training"}}) == 1)')
     idle_for = idle_timeout_seconds + idle_margin_seconds
     return (
@@ -134,18 +136,22 @@ def alerts(scope: Scope, *, stall_step_times: float, stall_minimum_seconds: int,
               "its last trainer exit say what happened (docs/troubleshooting.md)."),
         Alert("no_progress", "GRPO run makes no progress", stalled, 0,
               f"The trainer is running but logged no step for {stall_step_times:g} of its own "
-              f"step times (at least {stall_minimum_seconds} s): a hang (NCCL, a lost rollout "
-              "node of a split run, storage). Look at `gke-grpo logs`, then stop it "
+              f"step times (at least {stall_minimum_seconds} s) since its latest step or its "
+              "start: a hang (NCCL, a lost rollout node of a split run, storage, a start that "
+              "never reaches its first step). Look at `gke-grpo logs`, then stop it "
               "(`gke-grpo stop`) and submit again: the next attempt resumes from the checkpoint."),
         Alert("gpu_nodes_without_run", "GPU nodes up with no run",
               f"sum(autoscaler_active_nodes{{{s}, {gpu_groups}}}) > 0 {no_run}", idle_for,
               f"GPU nodes have been in the Ray cluster for {idle_for} s (the workers' idle "
-              "timeout plus the margin) with no run driver alive: they are billed. Usually a "
-              "stale gang request: `python3 -m jobs.head.gpu_gang release` on the head clears "
-              "it (docs/gpu-capacity.md)."),
+              "timeout plus the margin) with no run driver's metrics: they are billed. First "
+              "confirm with `gke-grpo status` that no run is live (a run whose driver serves no "
+              "metrics, one started before this stack had them or whose port was taken, looks "
+              "the same here). Then it is a stale gang request: `python3 -m jobs.head.gpu_gang "
+              "release` on the head clears it (docs/gpu-capacity.md)."),
         Alert("gpu_request_without_run", "GPU request standing with no run",
               f"sum(autoscaler_pending_nodes{{{s}, {gpu_groups}}}) > 0 {no_run}", idle_for,
-              "The Ray autoscaler is still bringing up GPU nodes although no run driver is "
-              "alive: a gang request outlived its run. Clear it (`python3 -m jobs.head.gpu_gang "
-              "release` on the head) before capacity arrives and is billed."),
+              "The Ray autoscaler is still bringing up GPU nodes although no run driver serves "
+              "its metrics: a gang request outlived its run. Confirm with `gke-grpo status` that "
+              "no run is live, then clear it (`python3 -m jobs.head.gpu_gang release` on the "
+              "head) before capacity arrives and is billed."),
     )

@@ -42,9 +42,12 @@ RAY_WORKER_PORTS = (10002, 19999)
 
 
 def ray_reserved_ports() -> dict[int, str]:
-    """The fixed ports of the Ray pods (components/ray_ports.py) and Ray's dashboard agent
-    (ray/_private/ray_constants.py DEFAULT_DASHBOARD_AGENT_LISTEN_PORT, 2.54.0)."""
-    from components.ray_ports import CLIENT_PORT, DASHBOARD_PORT, GCS_PORT, METRICS_PORT
+    """The fixed ports of the Ray pods (components/ray_ports.py), Ray's dashboard agent
+    (ray/_private/ray_constants.py DEFAULT_DASHBOARD_AGENT_LISTEN_PORT), the autoscaler's metrics
+    (ray/autoscaler/_private/constants.py AUTOSCALER_METRIC_PORT, a sidecar of the head pod) and
+    the dashboard's metrics (ray/dashboard/consts.py DASHBOARD_METRIC_PORT), Ray 2.54.0."""
+    from components.ray_ports import AUTOSCALER_METRICS_PORT, CLIENT_PORT, DASHBOARD_PORT, GCS_PORT, METRICS_PORT
 
     return {GCS_PORT: "GCS", DASHBOARD_PORT: "dashboard and job API", CLIENT_PORT: "client server",
-            METRICS_PORT: "metrics export", 52365: "dashboard agent"}
+            METRICS_PORT: "metrics export", 52365: "dashboard agent",
+            AUTOSCALER_METRICS_PORT: "autoscaler metrics", 44227: "dashboard metrics"}

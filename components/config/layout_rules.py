@@ -84,8 +84,9 @@ class _LayoutRules:
                          reads=(f"gpu.capacity[{index}].maxNodes" if g.capacity else "gpu.maxNodes",))
         if len(drawn) > 1 and not FRAMEWORK_SETTINGS[j.framework].pools_steerable:
             assert layout.rollout is not None, "both pools were checked present"
+            trainer_source = resolve_reference(plan, layout.trainer.capacity if layout.trainer else None)
             self.add(f"{LAYOUT}.rollout.capacity", layout.rollout.capacity,
-                     f"the trainer pool's source ({reference_of(plan.sources[min(drawn)])}): "
+                     f"the trainer pool's source ({reference_of(plan.sources[trainer_source or 0])}): "
                      f"{FRAMEWORK_SETTINGS[j.framework].why_not_steerable}",
                      reads=(f"{LAYOUT}.trainer.capacity", "job.framework"))
 

@@ -541,10 +541,11 @@ class Driver:
             pending, self.pending = self.pending, None
             self.records.event("recovery", self.start, **not_reached(pending, result.started_at, reason.value))
         step = last_checkpoint_step(plan.checkpoint_dir)
-        if (reason == Reason.CAPACITY_ENDED and plan.total_steps is not None and step is not None
-                and step >= plan.total_steps):
-            # NeMo RL checks its save-by time before its step bound (grpo.py at v0.5.0): a stop on
-            # the last step, whose checkpoint it wrote, is the run's end.
+        if ((reason == Reason.CAPACITY_ENDED or result.exit_code == 0) and plan.total_steps is not None
+                and step is not None and step >= plan.total_steps and reason != Reason.COMPLETED):
+            # NeMo RL checks its save-by time before its step bound (grpo.py at v0.5.0), and a split
+            # run's exit 0 with a lost node or without NeMo RL's end line (a start resumed from the
+            # last step prints none: grpo.py 3650, 4314): a checkpoint of the last step is the end.
             reason, evidence = Reason.COMPLETED, f"{evidence}; its checkpoint is the last step ({step})"
         self.records.event("trainer_exit", self.start, at=result.ended_at, exit_code=result.exit_code,
                            reason=reason.value, last_checkpoint_step=step, last_step=output.last_step,

@@ -10,12 +10,13 @@ PromQL read exactly these):
     gke_grpo_run_state{run_id, state}                   1 for the current state, 0 for the others
     gke_grpo_run_latest_step{run_id}                    the latest training step line's step
     gke_grpo_run_latest_step_timestamp_seconds{run_id}  unix time that line was seen
+    gke_grpo_run_progress_timestamp_seconds{run_id}     that, or the current trainer start's, if later
     gke_grpo_run_steps_per_hour{run_id}                 this trainer start: (steps - 1) / (latest - first) * 3600
     gke_grpo_run_step_seconds{run_id}                   this trainer start: median time between step lines
-    gke_grpo_run_restarts_total{run_id}                 trainer restarts of this attempt
+    gke_grpo_run_restarts{run_id}                       trainer restarts of this attempt
     gke_grpo_run_gpu_nodes_requested{run_id}            the gang request's nodes while held, else 0
     gke_grpo_run_gpu_gang_held{run_id}                  1 while the holder confirmed the request
-    gke_grpo_run_gpu_idle_seconds_total{run_id}         GPU-seconds held while no trainer runs steps
+    gke_grpo_run_gpu_idle_seconds{run_id}               GPU-seconds up and held while no trainer runs steps
     gke_grpo_run_cost_so_far{run_id, currency}          GPU node-hours held x the plan's gpu_hourly_rate
     gke_grpo_run_driver_up{run_id}                      1
 
@@ -88,6 +89,10 @@ class RunDriverMetrics:
         self.idle_gpu_seconds = 0.0            # accrued up to accrued_at
         self.held_node_seconds = 0.0
         self.accrued_at = clock()
+        self.start_at: float | None = None     # the current trainer start
+        # The gang's nodes are up: from a GPU wait that found them until the next wait or the end,
+        # as the report's cost counts them (jobs/cli/run_cost.py: from gpu_wait_end).
+        self.nodes_up = False
         self.on_end: Callable[[], None] | None = None
 
     # -- what the driver's records say -----------------------------------------------------------
@@ -109,9 +114,13 @@ class RunDriverMetrics:
         elif name in ("gpu_request", "gpu_request_remade"):
             self.held = True
         elif name == "gpu_request_lost":
-            self.held = False
+            self.held = self.nodes_up = False
         elif name == "trainer_start":
-            self.busy, self.step_times = False, []
+            self.busy, self.step_times, self.start_at = False, [], at
+        elif name == "gpu_wait_start":
+            self.nodes_up = False
+        elif name == "gpu_wait_end":
+            self.nodes_up = record.get("exit_code") == ExitCode.OK
         elif name in ("step", "first_step"):
             self._step(record, at)
         elif name == "trainer_exit":
@@ -122,7 +131,7 @@ class RunDriverMetrics:
             code = record.get("exit_code")
             self._enter("succeeded" if code == ExitCode.OK else "stopped" if code == ExitCode.TERMINATED
                         else "failed")
-            self.held = self.busy = False
+            self.held = self.busy = self.nodes_up = False
             return True
         return False
 
@@ -141,7 +150,7 @@ class RunDriverMetrics:
             self.step_times.append(at)
 
     def _trainer_exit(self, record: dict[str, Any], at: float) -> None:
-        if self.busy and self.held and at < self.accrued_at:
+        if self.busy and self.held and self.nodes_up and at < self.accrued_at:
             # Recorded after the exit was classified (the node query can take node_settle_seconds):
             # the GPUs idled since the exit.
             self.idle_gpu_seconds += self.plan.gpus * (self.accrued_at - max(at, self.busy_since))
@@ -151,7 +160,7 @@ class RunDriverMetrics:
 
     def _accrue(self, now: float) -> None:
         spent = max(0.0, now - self.accrued_at)
-        if self.held:
+        if self.held and self.nodes_up:
             self.held_node_seconds += self.nodes * spent
             if not self.busy:
                 self.idle_gpu_seconds += self.plan.gpus * spent
@@ -184,17 +193,25 @@ class RunDriverMetrics:
              one(self.latest_step)),
             ("gke_grpo_run_latest_step_timestamp_seconds", "gauge",
              "Unix time the latest training step line was seen.", one(self.latest_step_at)),
+            # What the no-progress alert watches: the latest step line, or the current trainer
+            # start when it came later (a restart, or a start that has not logged a step yet).
+            ("gke_grpo_run_progress_timestamp_seconds", "gauge",
+             "Unix time of the latest step line or trainer start, whichever came later.",
+             one(max((t for t in (self.latest_step_at, self.start_at) if t is not None), default=None))),
             ("gke_grpo_run_steps_per_hour", "gauge",
              "Training steps per hour of the current trainer start.", one(per_hour)),
             ("gke_grpo_run_step_seconds", "gauge",
              "Median seconds between step lines of the current trainer start.",
              one(statistics.median(gaps) if gaps else None)),
-            ("gke_grpo_run_restarts", "counter", "Trainer restarts in this attempt.", one(self.restarts)),
+            # Gauges, not counters: managed Prometheus's exporter drops a counter's first sample
+            # and exports it relative to it (prometheus-engine seriesCache.getResetAdjusted), so a
+            # resumed driver's restarts would read 0 and idle time before the first scrape be lost.
+            ("gke_grpo_run_restarts", "gauge", "Trainer restarts in this attempt.", one(self.restarts)),
             ("gke_grpo_run_gpu_nodes_requested", "gauge", "GPU nodes of the gang request while it is held, else 0.",
              one(self.nodes if self.held else 0)),
             ("gke_grpo_run_gpu_gang_held", "gauge", "1 while the gang holder confirmed the GPU request.",
              one(1 if self.held else 0)),
-            ("gke_grpo_run_gpu_idle_seconds", "counter",
+            ("gke_grpo_run_gpu_idle_seconds", "gauge",
              "GPU-seconds the run held while no trainer ran steps.", one(self.idle_gpu_seconds)),
             ("gke_grpo_run_cost_so_far", "gauge", "GPU node-hours held times the plan's hourly rate per node.",
              cost or []),

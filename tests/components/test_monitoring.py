@@ -170,3 +170,9 @@ def test_the_collector_reaches_no_other_port(prod_preview):
     [policy] = of_type(prod_preview, "networking.k8s.io/v1:NetworkPolicy")
     for port in (6379, 8265, 10001):
         assert not admitted(policy.inputs["spec"], pod={}, namespace="gke-gmp-system", port=port)
+
+
+def test_the_driver_port_cannot_be_the_autoscalers():
+    result = preview_with("dev", {P + "monitoring": {"driverMetricsPort": 44217}})
+    assert {p.key for p in result.problems} == {P + "monitoring.driverMetricsPort"}, result.error
+    assert "autoscaler metrics" in result.error

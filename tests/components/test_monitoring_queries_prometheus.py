@@ -153,11 +153,11 @@ else:
         feed(metrics, clock, "driver_start", run_id="exp-monitor-1")
         feed(metrics, clock, "gpu_wait_start")
         feed(metrics, clock, "gpu_request", nodes=2)
+        feed(metrics, clock, "gpu_wait_end", exit_code=0)
         feed(metrics, clock, "trainer_start")
         for step in range(1, 4):
             feed(metrics, clock, "step", step=step)
             time.sleep(0.2)
-        feed(metrics, clock, "restart")
         for query in run_queries(SCOPE):
             series = eventually(prom, query.promql)
             assert all(s["metric"].get("run_id") == "exp-monitor-1" for s in series), query.name
@@ -168,15 +168,22 @@ else:
         # A healthy run: no alert holds.
         for name in ("run_failed", "no_progress", "gpu_nodes_without_run", "gpu_request_without_run"):
             assert not holds(prom, alert(name).promql), name
+        restarts = next(q for q in run_queries(SCOPE) if q.name == "restarts").promql
+        feed(metrics, clock, "restart")
+        eventually(prom, f"({restarts}) == 1")
 
     def test_3_no_step_for_longer_than_the_bound_is_no_progress(exporters):
         prom, metrics, clock, _ = exporters
         # The bound: 5 step times of the run's own (about 0.2 s), never below the minimum: with a
         # minimum of 60 s, a step line 61 s old is a stall, one 30 s old is not.
         stalled = alert("no_progress", stall_minimum_seconds=60).promql
-        # A new trainer start (after test 2's restart) whose two steps came 61.4 s and 61.2 s ago.
+        # A new trainer start (after test 2's restart): just begun, no stall whatever the last
+        # step of the start before it.
         feed(metrics, clock, "trainer_start")
         assert not holds(prom, stalled)
+        # The same start, put 70 s in the past, with two steps 61.4 s and 61.2 s ago.
+        clock.offset = -70.0
+        feed(metrics, clock, "trainer_start")
         for step, ago in ((4, 61.4), (5, 61.2)):
             clock.offset = -ago
             feed(metrics, clock, "step", step=step)

@@ -142,17 +142,17 @@ def test_the_endpoint_serves_the_run_while_the_driver_trains(tmp_path):
     # burst by a loaded machine can shorten a gap.
     assert 300 < value(samples, "gke_grpo_run_steps_per_hour") < 36_000
     assert 0.1 < value(samples, "gke_grpo_run_step_seconds") < 10
-    assert value(samples, "gke_grpo_run_restarts_total") == 0
+    assert value(samples, "gke_grpo_run_restarts") == 0
     assert value(samples, "gke_grpo_run_gpu_nodes_requested") == 1
     assert value(samples, "gke_grpo_run_gpu_gang_held") == 1
-    assert value(samples, "gke_grpo_run_gpu_idle_seconds_total") > 0   # held before the first step
+    assert value(samples, "gke_grpo_run_gpu_idle_seconds") > 0   # held before the first step
     assert value(samples, "gke_grpo_run_cost_so_far", currency="USD") > 0
     assert value(samples, "gke_grpo_run_driver_up") == 1
     # While the trainer steps, the gang is not idle: the counter stands still.
     time.sleep(1.0)
     later = scrape(port)
-    assert value(later, "gke_grpo_run_gpu_idle_seconds_total") == pytest.approx(
-        value(samples, "gke_grpo_run_gpu_idle_seconds_total"), abs=0.5)
+    assert value(later, "gke_grpo_run_gpu_idle_seconds") == pytest.approx(
+        value(samples, "gke_grpo_run_gpu_idle_seconds"), abs=0.5)
     assert value(later, "gke_grpo_run_latest_step") > value(samples, "gke_grpo_run_latest_step")
     (Path(plan.checkpoint_dir) / "finish").write_text("x")
     assert running.join() == ExitCode.OK, running.out.getvalue()
@@ -179,7 +179,7 @@ def test_a_restart_is_counted_and_its_states_follow(tmp_path):
     assert metrics.history == ["preparing", "waiting_for_gpus", "training", "restarting", "waiting_for_gpus",
                                "training", "after_training", "succeeded"]
     end = rendered(metrics)
-    assert value(end, "gke_grpo_run_restarts_total") == 1
+    assert value(end, "gke_grpo_run_restarts") == 1
     assert value(end, "gke_grpo_run_latest_step") == 2
     assert ("gke_grpo_run_cost_so_far", frozenset({"run_id": RUN, "currency": "USD"})) not in end   # no rate
 
@@ -270,13 +270,13 @@ def test_idle_gpus_cost_and_step_rates_on_a_fake_clock(tmp_path):
     early = rendered(metrics)
     for absent in ("gke_grpo_run_latest_step", "gke_grpo_run_steps_per_hour", "gke_grpo_run_step_seconds"):
         assert value(early, absent) is None
-    assert value(early, "gke_grpo_run_gpu_idle_seconds_total") == 0
+    assert value(early, "gke_grpo_run_gpu_idle_seconds") == 0
     assert value(early, "gke_grpo_run_cost_so_far", currency="EUR") == 0
     feed(metrics, clock, 1100, "gpu_request", gpus=16)          # held: 2 nodes, 16 GPUs
     feed(metrics, clock, 1100, "gpu_wait_start")
     feed(metrics, clock, 1200, "gpu_wait_end", exit_code=0)
     feed(metrics, clock, 1200, "trainer_start")
-    feed(metrics, clock, 1300, "step", step=11)                 # 200 s idle so far
+    feed(metrics, clock, 1300, "step", step=11)                 # 100 s idle: up since the GPU wait
     feed(metrics, clock, 1300, "first_step", step=11)
     feed(metrics, clock, 1310, "step", step=12)
     feed(metrics, clock, 1330, "step", step=13)
@@ -288,28 +288,34 @@ def test_idle_gpus_cost_and_step_rates_on_a_fake_clock(tmp_path):
     assert value(s, "gke_grpo_run_latest_step_timestamp_seconds") == 1340
     assert value(s, "gke_grpo_run_steps_per_hour") == pytest.approx(3 / 40 * 3600)
     assert value(s, "gke_grpo_run_step_seconds") == 10          # gaps 10, 20, 10
-    assert value(s, "gke_grpo_run_gpu_idle_seconds_total") == 16 * 200
-    assert value(s, "gke_grpo_run_cost_so_far", currency="EUR") == pytest.approx(2 * 300 / 3600 * 30)
+    # Idle and cost count from the GPU wait that found the nodes (1200), not from the request
+    # (1100): as the report's cost does (jobs/cli/run_cost.py), nothing is billed while they come.
+    assert value(s, "gke_grpo_run_gpu_idle_seconds") == 16 * 100
+    assert value(s, "gke_grpo_run_cost_so_far", currency="EUR") == pytest.approx(2 * 200 / 3600 * 30)
+    assert value(s, "gke_grpo_run_progress_timestamp_seconds") == 1340
     assert value(s, "gke_grpo_run_gpu_nodes_requested") == 2
     # The exit is recorded 30 s late (the node query settled): idle from the exit on.
     clock.now = 1450
     metrics({"time": 1420, "event": "trainer_exit", "attempt": 1, "start": 0, "reason": "node_lost"})
-    assert value(rendered(metrics), "gke_grpo_run_gpu_idle_seconds_total") == 16 * (200 + 30)
+    assert value(rendered(metrics), "gke_grpo_run_gpu_idle_seconds") == 16 * (100 + 30)
     feed(metrics, clock, 1450, "restart", reason="node_lost")
     feed(metrics, clock, 1500, "gpu_wait_start")
+    feed(metrics, clock, 1500, "gpu_wait_end", exit_code=0)
     feed(metrics, clock, 1500, "trainer_start")
     s = rendered(metrics)
-    assert value(s, "gke_grpo_run_restarts_total") == 1
+    assert value(s, "gke_grpo_run_restarts") == 1
     assert value(s, "gke_grpo_run_steps_per_hour") is None      # a new start: its own rate
     assert value(s, "gke_grpo_run_latest_step") == 14           # the run's latest step stays
-    assert value(s, "gke_grpo_run_gpu_idle_seconds_total") == 16 * (200 + 80)
+    assert value(s, "gke_grpo_run_gpu_idle_seconds") == 16 * (100 + 80)
+    # A restarted start with no step yet: progress is its start, not the old start's last step.
+    assert value(s, "gke_grpo_run_progress_timestamp_seconds") == 1500
     feed(metrics, clock, 1600, "gpu_request_lost", holder_exit_code=1)
-    feed(metrics, clock, 1700, "gpu_request_remade", times=1)   # not held for 100 s: not idle, no cost
+    feed(metrics, clock, 1700, "gpu_request_remade", times=1)   # held again, no wait found its nodes: no cost
     feed(metrics, clock, 1800, "driver_end", exit_code=int(ExitCode.DEADLINE))
     clock.now = 5000
     s = rendered(metrics)
-    assert value(s, "gke_grpo_run_gpu_idle_seconds_total") == 16 * (200 + 80 + 100 + 100)
-    assert value(s, "gke_grpo_run_cost_so_far", currency="EUR") == pytest.approx(2 * 600 / 3600 * 30)
+    assert value(s, "gke_grpo_run_gpu_idle_seconds") == 16 * (100 + 80 + 100)
+    assert value(s, "gke_grpo_run_cost_so_far", currency="EUR") == pytest.approx(2 * 400 / 3600 * 30)
     assert value(s, "gke_grpo_run_state", state="failed") == 1
     assert sum(value(s, "gke_grpo_run_state", state=x) for x in RUN_STATES) == 1
     assert metrics.history == ["preparing", "waiting_for_gpus", "training", "restarting", "waiting_for_gpus",

@@ -156,3 +156,15 @@ def test_a_lost_trainer_node_restarts_a_split_run_from_its_checkpoint(tmp_path):
     assert code == ExitCode.OK, out
     assert [e["reason"] for e in events if e["event"] == "trainer_exit"] == ["node_lost", "completed"]
     assert hooks.waits == 2 and "resumed from step 1" in out
+
+
+def test_an_exit_0_whose_checkpoint_is_the_last_step_is_the_runs_end(tmp_path):
+    # A split run that reached its last step and lost a node on the way out, or NeMo RL resumed
+    # from its last checkpoint (it prints no end line then): the checkpoint decides, not a restart.
+    hooks = FakeHooks(dead=[[dead_node()]])
+    plan = split_plan(tmp_path, "split-lost-then-exit-0", total_steps=1,
+                      completion_text=NEMO_RL_ASYNC_COMPLETION_TEXT)
+    code, out, events, hooks = drive(plan, hooks)
+    assert code == ExitCode.OK, out
+    [exit_event] = [e for e in events if e["event"] == "trainer_exit"]
+    assert exit_event["reason"] == "completed" and exit_event["last_checkpoint_step"] == 1
