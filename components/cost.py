@@ -80,8 +80,7 @@ def estimate_cost(config: StackConfig, prices: dict[str, Any] | None = None) -> 
     # The first capacity source's rate; a waterfall's other sources are priced in the stack
     # output gpuCapacity, and a run's cost uses the source of each node it got (jobs CLI).
     sources = config.capacity.sources
-    # A split layout's pools draw from one source (components/config/layout_rules.py): theirs.
-    model = sources[config.pools[0][2] if config.pools else 0].provisioning_model
+    model = sources[config.run_source_index].provisioning_model
     nodes = config.gpu.nodes
     # The rate choice is shared with the run's actual cost (jobs/cli/run_cost.py, job side).
     chosen = hourly_rate(parse_price_table({**prices, "machines": {config.machine_type: machine}})

@@ -110,9 +110,7 @@ def driver_metrics(config: StackConfig) -> dict[str, Any]:
 
     table = load_price_table()
     machine = table.machines.get(config.machine_type)
-    # The run's source: a split layout's pools' (one source: components/config/layout_rules.py),
-    # else the first of the waterfall.
-    source = config.capacity.sources[config.pools[0][2] if config.pools else 0]
+    source = config.capacity.sources[config.run_source_index]
     rate = hourly_rate(machine, source.provisioning_model).per_node_hour if machine is not None else None
     return {"metrics_port": config.monitoring.driver_metrics_port, "gpu_hourly_rate": rate,
             "currency": table.currency if rate is not None else None}

@@ -111,6 +111,12 @@ class StackConfig:
         return tuple(found)
 
     @property
+    def run_source_index(self) -> int:
+        """The source a run's nodes are priced at: a split layout's pools' (one source: the
+        layout rules), else the first of the waterfall."""
+        return self.pools[0][2] if self.pools else 0
+
+    @property
     def compute_class_name(self) -> str:
         return compute_class_name(self.cluster.name)
 

@@ -11,6 +11,8 @@ pool's nodes.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 COLOCATED, SPLIT = "colocated", "split"
@@ -70,6 +72,19 @@ class Pool:
     @property
     def group(self) -> str:
         return POOL_GROUPS[self.name]
+
+
+def pool_argument(text: str) -> Pool:
+    """``--pool NAME:NODES`` of the head's gang holder and GPU wait (an argparse type)."""
+    name, _, nodes = text.partition(":")
+    if name not in POOL_RESOURCES or not nodes.isdigit() or int(nodes) < 1:
+        raise argparse.ArgumentTypeError(f"a pool is {' or '.join(POOL_RESOURCES)}:<nodes>, got {text!r}")
+    return Pool(name, int(nodes))
+
+
+def pool_arguments(pools: Iterable[Pool]) -> list[str]:
+    """The ``--pool NAME:NODES`` arguments that ``pool_argument`` reads back."""
+    return [arg for pool in pools for arg in ("--pool", f"{pool.name}:{pool.nodes}")]
 
 
 # NeMo RL's asynchronous GRPO loop prints this when it reached grpo.max_num_steps and returns; on

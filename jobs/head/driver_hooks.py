@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from jobs.contract.capacity import PLACEMENT_FILE
+from jobs.contract.layouts import pool_arguments
 from jobs.contract.run_plan import PYTHON, RunPlan
 from jobs.contract.safe_files import RUN_RECORD, json_if_usable
 from jobs.head.failures import DeadNode
@@ -51,7 +52,7 @@ class DefaultHooks:
                     "--gpus-per-node", str(plan.gpus_per_node),
                     "--timeout-seconds", str(max(timeout, 1.0)),
                     "--poll-seconds", str(plan.gpu_poll_seconds), "--check-gang",
-                    *[arg for pool in plan.pool_list for arg in ("--pool", f"{pool.name}:{pool.nodes}")],
+                    *pool_arguments(plan.pool_list),
                     "--placement-file", str(Path(plan.run_dir) / PLACEMENT_FILE)])[0]
 
     def gpu_placement(self, plan: RunPlan) -> dict:

@@ -64,7 +64,7 @@ from typing import Any
 
 from jobs.contract.capacity import GANG_HELD_MARKER, GANG_RELEASED_MARKER
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.layouts import POOL_RESOURCES, Pool
+from jobs.contract.layouts import Pool, pool_argument, pool_arguments
 
 # The v1 autoscaler's channel (ray/_private/ray_constants.py AUTOSCALER_RESOURCE_REQUEST_CHANNEL).
 V1_REQUEST_KEY = b"autoscaler_resource_request"
@@ -319,9 +319,9 @@ class GangHolder:
         return holder
 
     def _argv(self, ready_fd: int) -> list[str]:
-        pools = [arg for pool in self.pools for arg in ("--pool", f"{pool.name}:{pool.nodes}")]
         return [sys.executable, "-m", "jobs.head.gpu_gang", "hold", "--nodes", str(self.nodes),
-                "--gpus-per-node", str(self.gpus_per_node), *pools, "--ready-fd", str(ready_fd)]
+                "--gpus-per-node", str(self.gpus_per_node), *pool_arguments(self.pools),
+                "--ready-fd", str(ready_fd)]
 
     def _spawn_confirmed(self) -> None:
         read_end, write_end = os.pipe()
@@ -474,13 +474,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _pool(text: str) -> Pool:
-    name, _, nodes = text.partition(":")
-    if name not in POOL_RESOURCES:
-        raise argparse.ArgumentTypeError(f"a pool is {' or '.join(POOL_RESOURCES)}:<nodes>, got {text!r}")
-    return Pool(name, _positive_int(nodes))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m jobs.head.gpu_gang",
                                      description=__doc__.split("\n\n")[0])
@@ -489,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     held.add_argument("--nodes", type=_positive_int, required=True)
     held.add_argument("--gpus-per-node", type=_positive_int, required=True)
     held.add_argument("--address", default=None, help="GCS address (default: RAY_ADDRESS, auto)")
-    held.add_argument("--pool", type=_pool, action="append", default=[],
+    held.add_argument("--pool", type=pool_argument, action="append", default=[],
                       help="a split layout's pool, NAME:NODES (rollout, trainer); the pools' "
                            "nodes add up to --nodes")
     held.add_argument("--ready-fd", type=int, default=None,

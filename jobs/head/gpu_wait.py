@@ -47,7 +47,7 @@ from pathlib import Path
 from jobs.contract.capacity import NODE_NAME_LABEL, NODES_MARKER, count_sources, describe_sources, source_of
 from jobs.contract.capacity_end import node_created_at
 from jobs.contract.exit_codes import ExitCode
-from jobs.contract.layouts import POOL_RESOURCES, Pool
+from jobs.contract.layouts import POOL_RESOURCES, Pool, pool_argument
 from jobs.contract.records import GPU_GANG_INFEASIBLE_MARKER as INFEASIBLE_MARKER
 
 # The jobs CLI looks for the timeout marker in a failed attempt's last log lines to report exit 3.
@@ -262,13 +262,6 @@ def _positive(kind):
     return parse
 
 
-def _pool_argument(text: str) -> Pool:
-    name, _, nodes = text.partition(":")
-    if name not in POOL_RESOURCES or not nodes.isdigit() or int(nodes) < 1:
-        raise argparse.ArgumentTypeError(f"a pool is {' or '.join(POOL_RESOURCES)}:<nodes>, got {text!r}")
-    return Pool(name, int(nodes))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m jobs.head.gpu_wait", description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpus", type=_positive(int), required=True, help="GPUs the run needs")
@@ -279,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--address", default="auto", help="Ray address (default: auto)")
     parser.add_argument("--placement-file", default=None,
                         help="where to write the nodes and capacity sources once ready")
-    parser.add_argument("--pool", type=_pool_argument, action="append", default=[],
+    parser.add_argument("--pool", type=pool_argument, action="append", default=[],
                         help="a split layout's pool, NAME:NODES: its nodes must be free among the "
                              "nodes of that pool")
     parser.add_argument("--check-gang", action="store_true",

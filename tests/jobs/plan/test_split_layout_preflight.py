@@ -13,14 +13,11 @@ from jobs.contract.datasets import GSM8K_TRAINING_ROWS
 from jobs.plan.gpu_memory import plan_for_spec
 from jobs.plan.preflight import check
 from tests.jobs.plan.test_preflight import DEV, PROD, at_release
+from tests.jobs.plan.test_split_layout_render import FULLY_ASYNC, ONE_STEP_OFF
 
 L = "gke-grpo:job.layout."
 J = "gke-grpo:job."
 
-FULLY_ASYNC = dataclasses.replace(DEV, layout="split", asynchronous_trainer="fully-async",
-                                  rollout_nodes=1, trainer_nodes=1, mini_batch_size=64)
-ONE_STEP_OFF = dataclasses.replace(DEV, layout="split", asynchronous_trainer="one-step-off",
-                                   rollout_nodes=1, trainer_nodes=1)
 ASYNC_GRPO = dataclasses.replace(PROD, layout="split", asynchronous_trainer="async-grpo",
                                  rollout_nodes=2, trainer_nodes=2, colocated_generation=False,
                                  generation_nodes=2)
